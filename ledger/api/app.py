@@ -1,0 +1,45 @@
+"""``create_app(settings)``: the FastAPI application, built explicitly (nothing at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import ledger
+from ledger.api.errors import install_error_handlers
+from ledger.api.limits import BodySizeLimit
+from ledger.api.routes import captures, events, health, lineage, observations, rollouts
+from ledger.bootstrap import open_ledger
+from ledger.config import Settings
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        running = await open_ledger(settings)
+        app.state.ledger = running
+        try:
+            yield
+        finally:
+            await running.close()
+
+    app = FastAPI(
+        title="Rollout ledger",
+        version=ledger.__version__,
+        description="Append-only, event-sourced ledger for RL rollout evidence (NeMo Gym).",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    for router in (
+        health.router,
+        events.router,
+        rollouts.router,
+        captures.router,
+        lineage.router,
+        observations.router,
+    ):
+        app.include_router(router)
+    return app

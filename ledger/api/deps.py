@@ -1,0 +1,24 @@
+"""Dependencies shared by the route modules (Annotated aliases, FastAPI style)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from ledger.bootstrap import Ledger
+from ledger.ids import validate_rollout_id
+
+
+def get_ledger(request: Request) -> Ledger:
+    ledger: Ledger = request.app.state.ledger
+    return ledger
+
+
+def valid_rollout_id(rollout_id: Annotated[str, Path()]) -> str:
+    """400 ``Invalid rollout id: '<id>'`` for ids outside Gym's charset (they become file names)."""
+    return validate_rollout_id(rollout_id)
+
+
+LedgerDep = Annotated[Ledger, Depends(get_ledger)]
+RolloutIdDep = Annotated[str, Depends(valid_rollout_id)]

@@ -1,0 +1,7 @@
+"""Routes of the lineage area."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,67 @@
+"""Prometheus metrics, one registry per ledger instance (no process-global collectors)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class LedgerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.events_appended = Counter(
+            "ledger_events_appended", "Events appended to the log", registry=self.registry
+        )
+        self.batch_size = Histogram(
+            "ledger_writer_batch_size",
+            "Commands applied per writer transaction (group commit)",
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_seconds = Histogram(
+            "ledger_writer_commit_seconds",
+            "Time to apply and commit one writer batch",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "ledger_writer_queue_depth", "Commands waiting for the writer", registry=self.registry
+        )
+        self.failed_batches = Counter(
+            "ledger_writer_failed_batches",
+            "Writer batches whose commit failed",
+            registry=self.registry,
+        )
+        self.http_errors = Counter(
+            "ledger_http_errors",
+            "Requests answered with an error status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.fences = Counter("ledger_fences", "Rollouts fenced (retired)", registry=self.registry)
+        self.mirror_lag_events = Gauge(
+            "ledger_mirror_lag_events",
+            "Events not yet written to the JSONL mirror",
+            registry=self.registry,
+        )
+        self.mirror_lag_seconds = Gauge(
+            "ledger_mirror_lag_seconds",
+            "Age of the oldest event not yet written to the JSONL mirror",
+            registry=self.registry,
+        )
+
+    def observe_batch(self, size: int, commit_seconds: float, events: int) -> None:
+        self.batch_size.observe(size)
+        self.commit_seconds.observe(commit_seconds)
+        self.events_appended.inc(events)
+
+    def set_queue_depth(self, depth: int) -> None:
+        self.queue_depth.set(depth)
+
+    def count_failed_batch(self) -> None:
+        self.failed_batches.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,44 @@
+"""The contract between the mirror follower and the areas that own files in the mirror.
+
+Each area (model-call captures, lineage ledgers) owns one subdirectory of the mirror directory
+and the files of each rollout in it. The follower feeds it events in seq order (``apply``); for
+crash recovery, rebuild and verification it asks the area what a rollout's files must contain
+according to the database (``expected_files``) and makes the directory agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.store.records import StoredEvent
+
+
+class MirrorArea(Protocol):
+    name: str
+    """Subdirectory under the mirror directory, e.g. ``model-calls`` or ``lineage``."""
+
+    def handles(self, kind: str) -> bool:
+        """Whether events of this kind change this area's files."""
+        ...
+
+    def file_names(self, rollout_id: str) -> list[str]:
+        """Every file name this area may keep for the rollout (e.g. ``r1.capture.jsonl``)."""
+        ...
+
+    def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
+        """Apply one event to the files in ``directory``; return the paths it changed.
+
+        Appends must be written, flushed and fsynced before returning; the follower fsyncs the
+        directory when files were created or removed and then advances its checkpoint.
+        """
+        ...
+
+    async def expected_files(self, conn: AsyncConnection, rollout_id: str) -> dict[str, bytes]:
+        """The exact content of every file that must exist for the rollout, from the database.
+
+        Names from ``file_names`` that are missing here must not exist in the mirror.
+        """
+        ...

@@ -1,0 +1,119 @@
+"""Engines and connection settings.
+
+SQLite: Python's sqlite3 module opens transactions lazily and never for reads, which breaks
+`BEGIN IMMEDIATE` and snapshot reads. Every engine here therefore turns the driver's own
+transaction handling off and emits BEGIN itself: IMMEDIATE for the writer (it takes the write
+lock up front, so two processes never deadlock upgrading a read lock), plain BEGIN elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+
+def is_sqlite_url(url: str | URL) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str | URL) -> str:
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ValueError("the ledger needs a SQLite file (WAL does not work in memory)")
+    return database
+
+
+def async_url(url: str | URL) -> URL:
+    """The async-driver form of a URL: aiosqlite for SQLite, asyncpg for PostgreSQL."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend == "postgresql":
+        return parsed.set(drivername="postgresql+asyncpg")
+    raise ValueError(f"unsupported database backend {backend!r} (use sqlite or postgresql)")
+
+
+def _install_sqlite_hooks(
+    sync_engine: Engine,
+    *,
+    begin: str,
+    synchronous: Synchronous,
+    busy_timeout_ms: int,
+    query_only: bool,
+) -> None:
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if not query_only:
+                # WAL lets readers run beside the one writer; it is persistent in the file.
+                cursor.execute("PRAGMA journal_mode = WAL")
+            # FULL: a commit survives power loss; NORMAL may lose the last commits, never corrupt.
+            cursor.execute(f"PRAGMA synchronous = {synchronous}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if query_only:
+                cursor.execute("PRAGMA query_only = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql(begin)
+
+
+def create_sqlite_writer_engine(
+    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int
+) -> Engine:
+    """A synchronous pysqlite engine with exactly one connection, used from one thread."""
+    engine = create_engine(
+        make_url(url).set(drivername="sqlite+pysqlite"),
+        pool_size=1,
+        max_overflow=0,
+        connect_args={"check_same_thread": False},
+    )
+    _install_sqlite_hooks(
+        engine,
+        begin="BEGIN IMMEDIATE",
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        query_only=False,
+    )
+    return engine
+
+
+def create_async_db_engine(
+    url: str | URL,
+    *,
+    synchronous: Synchronous = "FULL",
+    busy_timeout_ms: int = 30_000,
+    read_only: bool = False,
+    pool_size: int = 5,
+    null_pool: bool = False,
+) -> AsyncEngine:
+    target = async_url(url)
+    kwargs: dict[str, Any] = {}
+    if null_pool:
+        kwargs["poolclass"] = NullPool
+    elif target.get_backend_name() == "postgresql":
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    else:
+        kwargs.update(pool_size=pool_size, max_overflow=0)
+    engine = create_async_engine(target, **kwargs)
+    if target.get_backend_name() == "sqlite":
+        _install_sqlite_hooks(
+            engine.sync_engine,
+            begin="BEGIN",
+            synchronous=synchronous,
+            busy_timeout_ms=busy_timeout_ms,
+            query_only=read_only,
+        )
+    return engine

@@ -1,0 +1,46 @@
+"""Read queries over the event log and the core projection (async, read-only connections)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.events.base import Catalogue
+from ledger.store.records import RolloutState, StoredEvent, as_utc
+from ledger.store.schema import events, rollouts
+from ledger.store.transaction import row_to_event
+
+
+async def read_events(
+    conn: AsyncConnection,
+    catalogue: Catalogue,
+    *,
+    after: int = 0,
+    limit: int = 100,
+    rollout_id: str | None = None,
+) -> list[StoredEvent]:
+    query = select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
+    if rollout_id is not None:
+        query = query.where(events.c.rollout_id == rollout_id)
+    rows = (await conn.execute(query)).all()
+    return [row_to_event(row, catalogue) for row in rows]
+
+
+async def head_seq(conn: AsyncConnection) -> int:
+    value = (await conn.execute(select(func.max(events.c.seq)))).scalar()
+    return int(value or 0)
+
+
+async def get_rollout(conn: AsyncConnection, rollout_id: str) -> RolloutState | None:
+    row = (await conn.execute(select(rollouts).where(rollouts.c.rollout_id == rollout_id))).first()
+    if row is None:
+        return None
+    return RolloutState(
+        rollout_id=row.rollout_id,
+        generation=row.generation,
+        state=row.state,
+        first_seq=row.first_seq,
+        last_seq=row.last_seq,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )

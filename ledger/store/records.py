@@ -1,0 +1,55 @@
+"""Plain data the store hands out and takes in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    kind: str
+    payload: BaseModel | dict[str, Any]
+    rollout_id: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    recorded_at: datetime
+    kind: str
+    schema_version: int
+    rollout_id: str | None
+    generation: int
+    idempotency_key: str | None
+    payload: dict[str, Any] | None
+    payload_sha256: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class Appended:
+    """The result of one append: the event, and whether it is new or an idempotent repeat."""
+
+    event: StoredEvent
+    created: bool
+
+
+@dataclass(frozen=True)
+class RolloutState:
+    rollout_id: str
+    generation: int
+    state: str
+    first_seq: int
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; everything we store is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,0 +1,7 @@
+"""Projection tables for the observations area."""
+
+from __future__ import annotations
+
+from ledger.store.schema.base import metadata
+
+__all__ = ["metadata"]

@@ -1,0 +1,77 @@
+"""Shared fixtures. Store-facing tests take ``database_url`` and run once per backend."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from ledger.api import create_app
+from ledger.config import Settings
+from ledger.events import default_catalogue
+from ledger.store import migrate
+from ledger.store.projections import default_projectors
+from ledger.store.store import LedgerStore
+from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+async def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty database on each backend (no schema yet)."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+        return
+    require_postgres()
+    async with fresh_postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+async def database_url(empty_database_url: str) -> str:
+    """A fresh database on each backend, upgraded to head."""
+    await migrate.upgrade(empty_database_url)
+    return empty_database_url
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[LedgerStore]:
+    opened = LedgerStore(database_url, default_catalogue(), default_projectors())
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        control_token="control-secret",
+    )
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+        yield http
+
+
+CONTROL_HEADERS = {"Authorization": "Bearer control-secret"}

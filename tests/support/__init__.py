@@ -1,0 +1,1 @@
+"""Test support: databases per backend, in-process apps, real server processes."""

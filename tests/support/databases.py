@@ -1,0 +1,84 @@
+"""Fresh databases for tests: a SQLite file, or a new PostgreSQL database per test.
+
+The PostgreSQL leg runs when LEDGER_TEST_POSTGRES_URL names a reachable server. Unset or
+unreachable, it is skipped with the reason shown (``-ra``); under CI (CI=true) an unreachable
+server is a failure, so the leg can never silently vanish there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import cache
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
+
+
+def _admin_dsn() -> str | None:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        return None
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@cache
+def postgres_unavailable_reason() -> str | None:
+    dsn = _admin_dsn()
+    if dsn is None:
+        return f"{POSTGRES_ENV} is not set; the PostgreSQL leg needs a server"
+
+    async def probe() -> None:
+        conn = await asyncpg.connect(dsn, timeout=5)
+        await conn.close()
+
+    try:
+        # Called from inside running test event loops: probe on a thread with its own loop.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, probe()).result()
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        reason = f"PostgreSQL at {POSTGRES_ENV} is unreachable: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        return reason
+    return None
+
+
+def require_postgres() -> None:
+    reason = postgres_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@asynccontextmanager
+async def fresh_postgres_database() -> AsyncIterator[str]:
+    """Create a uniquely named database, yield its asyncpg URL, drop it afterwards."""
+    dsn = _admin_dsn()
+    assert dsn is not None
+    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = make_url(dsn).set(drivername="postgresql+asyncpg", database=name)
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        admin = await asyncpg.connect(dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def sqlite_url(directory: Path) -> str:
+    return f"sqlite+aiosqlite:///{directory / 'ledger.db'}"
