@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import captures, core, lineage, mirror, observations
+from ledger.cli import captures, core, importing, lineage, mirror, observations
 from ledger.cli.common import database_options
 
 
@@ -19,7 +19,7 @@ def main(ctx: click.Context) -> None:
     ctx.ensure_object(dict)
 
 
-for _module in (core, captures, lineage, mirror, observations):
+for _module in (core, captures, lineage, mirror, observations, importing):
     _module.register(main)
 
 __all__ = ["main"]

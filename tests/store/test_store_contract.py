@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -30,11 +31,11 @@ NOTE = EventType("test.note", Note)
 
 
 @pytest.fixture
-async def notes_store(database_url: str) -> LedgerStore:
+async def notes_store(database_url: str) -> AsyncIterator[LedgerStore]:
     opened = LedgerStore(database_url, default_catalogue([NOTE]), default_projectors())
     await opened.open()
     try:
-        yield opened  # type: ignore[misc]
+        yield opened
     finally:
         await opened.close()
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path

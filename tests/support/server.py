@@ -51,7 +51,16 @@ class ServerProcess:
         }
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ledger", "serve", "--port", str(self.port), "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "ledger",
+                "serve",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,1 @@
+"""Importing existing Gym directories (capture files, lineage ledgers) into the ledger."""
