@@ -1,0 +1,1 @@
+"""httpx clients for the ledger: capture ingest and reads, and Gym's RolloutControlClient."""

@@ -1,0 +1,3 @@
+"""Client for the captures routes."""
+
+from __future__ import annotations

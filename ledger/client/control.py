@@ -1,0 +1,3 @@
+"""Client for the control routes."""
+
+from __future__ import annotations
