@@ -22,8 +22,9 @@ async def healthz() -> dict[str, str]:
 async def readyz(ledger: LedgerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the head revision."""
     try:
-        await ledger.store.head_seq()
+        # The revision first: an unmigrated database must say so, not "no such table".
         await migrate.ensure_at_head(ledger.settings.resolved_database_url)
+        await ledger.store.head_seq()
     except LedgerError as exc:
         return JSONResponse({"status": "unavailable", "detail": exc.message}, status_code=503)
     except Exception as exc:  # the database itself is unreachable
