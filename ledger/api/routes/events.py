@@ -15,6 +15,9 @@ from ledger.store.records import StoredEvent
 
 router = APIRouter(prefix="/v1", tags=["events"])
 
+# seq is a signed 64-bit integer in both backends; a larger cursor would overflow the driver.
+MAX_SEQ = 2**63 - 1
+
 
 class EventPublic(BaseModel):
     seq: int
@@ -43,7 +46,7 @@ class EventsPage(BaseModel):
 async def list_events(
     ledger: LedgerDep,
     _auth: ReadAuth,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
     rollout_id: str | None = None,
 ) -> EventsPage:
