@@ -74,9 +74,7 @@ async def test_readyz_is_503_when_the_database_is_unreachable(tmp_path: Path) ->
 
 async def test_metrics_report_the_writer(app: FastAPI, client: httpx.AsyncClient) -> None:
     store = ledger_of(app).store
-    await asyncio.gather(
-        *(store.append(NewEvent(ROLLOUT_RETIRED, {}, f"r{n}")) for n in range(5))
-    )
+    await asyncio.gather(*(store.append(NewEvent(ROLLOUT_RETIRED, {}, f"r{n}")) for n in range(5)))
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -88,6 +86,8 @@ async def test_metrics_report_the_writer(app: FastAPI, client: httpx.AsyncClient
     assert samples["ledger_events_appended_total"] == 5.0
     assert samples["ledger_writer_batch_size_sum"] == 5.0
     assert 1.0 <= samples["ledger_writer_batch_size_count"] <= 5.0
-    assert samples["ledger_writer_commit_seconds_count"] == samples["ledger_writer_batch_size_count"]
+    assert (
+        samples["ledger_writer_commit_seconds_count"] == samples["ledger_writer_batch_size_count"]
+    )
     assert "ledger_writer_queue_depth" in samples
     assert samples["ledger_writer_failed_batches_total"] == 0.0
