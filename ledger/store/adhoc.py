@@ -33,24 +33,36 @@ _ALLOWED_ACTIONS = {
 _READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list"}
 
 
-def _authorizer(
-    action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
-) -> int:
-    if action in _ALLOWED_ACTIONS:
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and arg1 in _READ_PRAGMAS:
-        return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
+class _ReadOnlyAuthorizer:
+    """Allows reads only, and remembers whether it refused anything.
+
+    SQLite reports a refusal as "not authorized" or "authorization denied" depending on the
+    statement; the flag, not the wording, decides that the query tried to write.
+    """
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def __call__(
+        self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
+    ) -> int:
+        if action in _ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and arg1 in _READ_PRAGMAS:
+            return sqlite3.SQLITE_OK
+        self.refused = True
+        return sqlite3.SQLITE_DENY
 
 
 def _run_sqlite(path: str, query: str, limit: int) -> QueryResult:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    authorizer = _ReadOnlyAuthorizer()
     try:
-        conn.set_authorizer(_authorizer)
+        conn.set_authorizer(authorizer)
         try:
             cursor = conn.execute(query)
         except sqlite3.DatabaseError as exc:
-            if "not authorized" in str(exc) or "readonly" in str(exc):
+            if authorizer.refused or "readonly" in str(exc):
                 raise ReadOnlyViolation(
                     f"ledger sql is read-only; the statement was refused: {exc}"
                 ) from exc
