@@ -76,6 +76,10 @@ class DatabaseNotAtHead(LedgerError):
     status_code = 503
 
 
+class InvalidRevision(BadRequest):
+    """A migration target alembic cannot reach (an unknown id, the wrong direction)."""
+
+
 class ReadOnlyViolation(LedgerError):
     status_code = 400
 

@@ -8,9 +8,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection
 
-from ledger.errors import DatabaseNotAtHead
+from ledger.errors import DatabaseNotAtHead, InvalidRevision
 from ledger.store.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -41,10 +42,14 @@ async def _with_connection(url: str, config: Config, action: str, revision: str)
 
     def run(connection: Connection) -> None:
         config.attributes["connection"] = connection
-        if action == "upgrade":
-            command.upgrade(config, revision)
-        else:
-            command.downgrade(config, revision)
+        try:
+            if action == "upgrade":
+                command.upgrade(config, revision)
+            else:
+                command.downgrade(config, revision)
+        except CommandError as exc:
+            # e.g. an unknown revision id: an operator's typo, not a crash with a traceback.
+            raise InvalidRevision(f"cannot {action} to {revision!r}: {exc}") from exc
 
     try:
         async with engine.begin() as connection:
