@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.config import Settings
+from ledger.errors import UnsafeConfiguration
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
 from ledger.service.core import CoreService
@@ -32,7 +33,9 @@ def ensure_control_token(settings: Settings) -> str:
         token = path.read_text().strip()
         if token:
             return token
-        raise RuntimeError(f"control token file {path} is empty; delete it to regenerate") from None
+        raise UnsafeConfiguration(
+            f"control token file {path} is empty; delete it to regenerate"
+        ) from None
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_urlsafe(32) + "\n")
     log.warning("created a control token in %s (mode 0600); control routes require it", path)

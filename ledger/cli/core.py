@@ -61,9 +61,14 @@ def serve(
     if upgrade:
         run_async(lambda: migrate.upgrade(settings.resolved_database_url))
     run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
-    ensure_control_token(settings)
+    try:
+        ensure_control_token(settings)
+    except LedgerError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise SystemExit(2) from exc
     if settings.control_token is None:
-        err.print(f"control token: {control_token_path(settings)} (mode 0600)")
+        # soft_wrap: a long path must stay on one line, copyable.
+        err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level)
 
 
