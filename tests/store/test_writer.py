@@ -1,0 +1,345 @@
+"""The writer's behaviour: group commit, failure isolation, commit failures, stop, and several
+writers (replicas on PostgreSQL, processes on SQLite) on one database."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection, Engine, event
+
+from ledger.errors import WriterStopped
+from ledger.events.base import EventType
+from ledger.events.catalogue import default_catalogue
+from ledger.metrics import LedgerMetrics
+from ledger.store import migrate
+from ledger.store.engines import (
+    create_async_db_engine,
+    create_sqlite_writer_engine,
+    is_sqlite_url,
+)
+from ledger.store.projections import default_projectors
+from ledger.store.records import NewEvent
+from ledger.store.store import LedgerStore
+from ledger.store.transaction import WriteTransaction
+from ledger.store.verify import verify_chain, verify_projections
+from ledger.store.writer import AsyncEngineRunner, BatchRunner, SQLiteRunner, Writer
+from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
+
+
+class Note(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+NOTE = EventType("test.note", Note)
+
+
+def sample(metrics: LedgerMetrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name)
+    assert value is not None, name
+    return value
+
+
+@pytest.fixture
+async def metered(database_url: str) -> AsyncIterator[tuple[LedgerStore, LedgerMetrics]]:
+    metrics = LedgerMetrics()
+    store = LedgerStore(
+        database_url, default_catalogue([NOTE]), default_projectors(), metrics=metrics
+    )
+    await store.open()
+    try:
+        yield store, metrics
+    finally:
+        await store.close()
+
+
+async def assert_log_is_sound(store: LedgerStore, expected_events: int) -> None:
+    async with store.read() as conn:
+        chain = await verify_chain(conn)
+        projections = await verify_projections(conn, store.catalogue, store.projectors)
+    assert chain.ok, chain.problem
+    assert chain.events == expected_events
+    assert projections.ok, projections.differences
+
+
+async def test_group_commit_batches_concurrent_appends(
+    metered: tuple[LedgerStore, LedgerMetrics],
+) -> None:
+    store, metrics = metered
+    appended = await asyncio.gather(
+        *(store.append(NewEvent("test.note", {"text": str(n)}, f"r{n % 8}")) for n in range(64))
+    )
+    assert sorted(a.event.seq for a in appended) == list(range(1, 65))
+    batches = sample(metrics, "ledger_writer_batch_size_count")
+    assert sample(metrics, "ledger_writer_batch_size_sum") == 64
+    assert sample(metrics, "ledger_events_appended_total") == 64
+    assert batches < 64, "one commit must serve several appends"
+    await assert_log_is_sound(store, 64)
+
+
+async def test_a_failing_command_fails_only_itself(
+    metered: tuple[LedgerStore, LedgerMetrics],
+) -> None:
+    store, metrics = metered
+
+    def fails_after_appending(tx: WriteTransaction) -> None:
+        tx.append("test.note", {"text": "never kept"}, rollout_id="doomed")
+        raise ValueError("the command changed its mind")
+
+    def appends(text: str) -> Any:
+        def command(tx: WriteTransaction) -> int:
+            return tx.append("test.note", {"text": text}, rollout_id="kept").event.seq
+
+        return command
+
+    results = await asyncio.gather(
+        store.execute(appends("a")),
+        store.execute(fails_after_appending),
+        store.execute(appends("b")),
+        store.execute(fails_after_appending),
+        store.execute(appends("c")),
+        return_exceptions=True,
+    )
+    assert results[0] == 1 and results[2] == 2 and results[4] == 3
+    assert isinstance(results[1], ValueError) and isinstance(results[3], ValueError)
+    assert [e.payload for e in await store.events()] == [
+        {"text": "a"},
+        {"text": "b"},
+        {"text": "c"},
+    ]
+    assert await store.rollout("doomed") is None
+    assert sample(metrics, "ledger_writer_failed_batches_total") == 0
+    assert sample(metrics, "ledger_writer_batch_size_sum") == 5
+    await assert_log_is_sound(store, 3)
+
+
+@contextmanager
+def failing_commits(engine: Engine) -> Iterator[list[int]]:
+    """Every COMMIT on ``engine`` fails while inside the block; yields the failure count."""
+    failures: list[int] = []
+
+    def refuse(conn: Connection) -> None:
+        failures.append(1)
+        raise RuntimeError("injected commit failure")
+
+    event.listen(engine, "commit", refuse)
+    try:
+        yield failures
+    finally:
+        event.remove(engine, "commit", refuse)
+
+
+def writer_parts(database_url: str) -> tuple[BatchRunner, Engine]:
+    if is_sqlite_url(database_url):
+        engine = create_sqlite_writer_engine(database_url, synchronous="FULL", busy_timeout_ms=5000)
+        return SQLiteRunner(engine), engine
+    async_engine = create_async_db_engine(database_url, pool_size=1)
+    return AsyncEngineRunner(async_engine), async_engine.sync_engine
+
+
+async def test_a_commit_failure_fails_the_whole_batch_and_the_writer_goes_on(
+    database_url: str,
+) -> None:
+    runner, engine = writer_parts(database_url)
+    metrics = LedgerMetrics()
+    catalogue = default_catalogue([NOTE])
+    writer = Writer(
+        runner,
+        catalogue,
+        default_projectors(),
+        advisory_lock=not is_sqlite_url(database_url),
+        max_batch=512,
+        max_batch_bytes=1 << 20,
+        metrics=metrics,
+    )
+    reader = LedgerStore(database_url, catalogue, default_projectors())
+
+    def append(text: str) -> Any:
+        def command(tx: WriteTransaction) -> int:
+            return tx.append("test.note", {"text": text}, rollout_id="r1").event.seq
+
+        return command
+
+    await writer.start()
+    try:
+        assert await writer.execute(append("before")) == 1
+        with failing_commits(engine) as failures:
+            results = await asyncio.gather(
+                *(writer.execute(append(f"lost {n}")) for n in range(8)), return_exceptions=True
+            )
+        assert all(isinstance(r, RuntimeError) for r in results), results
+        assert all("injected commit failure" in str(r) for r in results)
+        assert failures and sample(metrics, "ledger_writer_failed_batches_total") == len(failures)
+        # The writer still runs, and the failed batch left no trace: seq 2 is reused.
+        assert await writer.execute(append("after")) == 2
+        assert await writer.execute(append("after again")) == 3
+        stored = await reader.events()
+        assert [e.payload for e in stored] == [
+            {"text": "before"},
+            {"text": "after"},
+            {"text": "after again"},
+        ]
+        await assert_log_is_sound(reader, 3)
+    finally:
+        await writer.stop()
+        await reader.close()
+
+
+async def test_execute_after_stop_raises_writer_stopped(database_url: str) -> None:
+    store = LedgerStore(database_url, default_catalogue([NOTE]), default_projectors())
+    with pytest.raises(WriterStopped):
+        await store.append(NewEvent("test.note", {"text": "not started"}))
+    await store.open()
+    await store.append(NewEvent("test.note", {"text": "running"}))
+    await store.close()
+    with pytest.raises(WriterStopped, match="not running"):
+        await store.append(NewEvent("test.note", {"text": "stopped"}))
+    with pytest.raises(WriterStopped):
+        await store.execute(lambda tx: None)
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    require_postgres()
+    async with fresh_postgres_database() as url:
+        await migrate.upgrade(url)
+        yield url
+
+
+@pytest.mark.postgres
+async def test_two_replicas_append_concurrently_with_a_gapless_chain(postgres_url: str) -> None:
+    database_url = postgres_url
+    catalogue = default_catalogue([NOTE])
+    replicas = [LedgerStore(database_url, catalogue, default_projectors()) for _ in range(2)]
+    reader = LedgerStore(database_url, catalogue, default_projectors())
+    for replica in replicas:
+        await replica.open()
+    per_replica, appenders, each = 2, 6, 20
+    total = per_replica * appenders * each
+    pages: list[list[int]] = []
+
+    async def appender(store: LedgerStore, name: str) -> list[int]:
+        seqs = []
+        for n in range(each):
+            appended = await store.append(NewEvent("test.note", {"text": f"{name}-{n}"}, name))
+            seqs.append(appended.event.seq)
+        return seqs
+
+    async def tail() -> None:
+        cursor = 0
+        while cursor < total:
+            page = [e.seq for e in await reader.events(after=cursor, limit=1000)]
+            # Never a later seq before an earlier one: every page continues the cursor exactly.
+            assert page == list(range(cursor + 1, cursor + 1 + len(page))), (cursor, page)
+            if page:
+                pages.append(page)
+                cursor = page[-1]
+            await asyncio.sleep(0)  # poll: let the appenders run between pages
+
+    try:
+        tailing = asyncio.create_task(tail())
+        results = await asyncio.gather(
+            *(
+                appender(replica, f"p{index}-w{worker}")
+                for index, replica in enumerate(replicas)
+                for worker in range(appenders)
+            )
+        )
+        await asyncio.wait_for(tailing, timeout=60)
+    finally:
+        for replica in replicas:
+            await replica.close()
+    try:
+        assert sorted(seq for seqs in results for seq in seqs) == list(range(1, total + 1))
+        assert [seq for page in pages for seq in page] == list(range(1, total + 1))
+        assert len(pages) > 1, "the reader tailed while the writers ran"
+        await assert_log_is_sound(reader, total)
+    finally:
+        await reader.close()
+
+
+APPENDER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from pathlib import Path
+    from ledger.events import default_catalogue
+    from ledger.events.rollout import ROLLOUT_RETIRED
+    from ledger.store.projections import default_projectors
+    from ledger.store.records import NewEvent
+    from ledger.store.store import LedgerStore
+
+    async def main(url: str, name: str, count: int, rendezvous: Path) -> None:
+        store = LedgerStore(url, default_catalogue(), default_projectors())
+        await store.open()
+        try:
+            # Start appending only when both processes are ready, so they really overlap.
+            (rendezvous / f"ready-{name}").touch()
+            deadline = time.monotonic() + 60
+            while not (rendezvous / "go").exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # poll
+            async def worker(w: int) -> None:
+                for n in range(w, count, 4):
+                    await store.append(NewEvent(ROLLOUT_RETIRED, {}, f"{name}-{n}"))
+                    # Pace the appends so the write lock changes hands many times.
+                    await asyncio.sleep(0.002)
+            await asyncio.gather(*(worker(w) for w in range(4)))
+        finally:
+            await store.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])))
+    """
+)
+
+
+@pytest.mark.slow
+async def test_two_processes_append_to_one_sqlite_file(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path)
+    await migrate.upgrade(url)
+    each, names = 150, ("proc-a", "proc-b")
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            APPENDER_SCRIPT,
+            url,
+            name,
+            str(each),
+            str(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        for name in names
+    ]
+    try:
+        async with asyncio.timeout(60):
+            while not all((tmp_path / f"ready-{name}").exists() for name in names):
+                for process in processes:
+                    assert process.returncode is None, "an appender exited before starting"
+                await asyncio.sleep(0.01)  # poll
+        (tmp_path / "go").touch()
+        for process in processes:
+            output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
+            assert process.returncode == 0, output.decode()
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    store = LedgerStore(url, default_catalogue(), default_projectors())
+    try:
+        stored = await store.events(limit=10 * each)
+        assert [e.seq for e in stored] == list(range(1, 2 * each + 1))
+        for name in names:
+            ids = {e.rollout_id for e in stored if e.rollout_id and e.rollout_id.startswith(name)}
+            assert ids == {f"{name}-{n}" for n in range(each)}
+        await assert_log_is_sound(store, 2 * each)
+    finally:
+        await store.close()
