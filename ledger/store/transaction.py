@@ -9,14 +9,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, bindparam, select
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict
 from ledger.events.base import Catalogue
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
+from ledger.store.driver import DriverStatement
 from ledger.store.projections.base import Projector
+from ledger.store.projections.rollouts import RolloutsProjector, rollout_after
 from ledger.store.records import Appended, RolloutState, StoredEvent, as_utc
+from ledger.store.rollout_cache import RolloutCache
 from ledger.store.schema import events, rollouts
 
 
@@ -27,6 +30,16 @@ class ChainHead:
 
 
 GENESIS = ChainHead(seq=0, hash=GENESIS_HASH)
+
+
+# Statements of the hot path are built once: building a Core statement per call (``.values()``,
+# ``where(col == value)``) costs more than executing it, because its cache key is recomputed
+# every time. Executed with a parameter dict, one compiled form is reused.
+_INSERT_EVENT = DriverStatement(events.insert())
+_SELECT_ROLLOUT = select(rollouts).where(rollouts.c.rollout_id == bindparam("b_rollout_id"))
+_SELECT_BY_IDEMPOTENCY_KEY = select(events).where(
+    events.c.idempotency_key == bindparam("b_idempotency_key")
+)
 
 
 def read_head(conn: Connection) -> ChainHead:
@@ -69,38 +82,53 @@ class WriteTransaction:
         head: ChainHead,
         catalogue: Catalogue,
         projectors: Sequence[Projector],
+        rollouts: RolloutCache | None = None,
     ) -> None:
         self.conn = conn
         self.head = head
         self._catalogue = catalogue
         self._projectors = projectors
+        # Rows of `rollouts` read or written by this writer (see rollout_cache.py). They can be
+        # kept up to date only when the rollouts projection runs here, as it does in a ledger.
+        self._rollouts = rollouts if rollouts is not None else RolloutCache()
+        self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
 
     @property
     def catalogue(self) -> Catalogue:
         return self._catalogue
 
+    def rollback_to(self, head: ChainHead) -> None:
+        """Forget what a rolled-back command did: its chain head and any state it read."""
+        self.head = head
+        self._rollouts.clear()
+
     def rollout(self, rollout_id: str) -> RolloutState | None:
-        row = self.conn.execute(select(rollouts).where(rollouts.c.rollout_id == rollout_id)).first()
-        if row is None:
-            return None
-        return RolloutState(
-            rollout_id=row.rollout_id,
-            generation=row.generation,
-            state=row.state,
-            first_seq=row.first_seq,
-            last_seq=row.last_seq,
-            created_at=as_utc(row.created_at),
-            updated_at=as_utc(row.updated_at),
+        known, cached = self._rollouts.lookup(rollout_id)
+        if known:
+            return cached
+        row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
+        state = (
+            None
+            if row is None
+            else RolloutState(
+                rollout_id=row.rollout_id,
+                generation=row.generation,
+                state=row.state,
+                first_seq=row.first_seq,
+                last_seq=row.last_seq,
+                created_at=as_utc(row.created_at),
+                updated_at=as_utc(row.updated_at),
+            )
         )
+        self._rollouts.remember(rollout_id, state)
+        return state
 
     def generation_of(self, rollout_id: str) -> int:
-        row = self.conn.execute(
-            select(rollouts.c.generation).where(rollouts.c.rollout_id == rollout_id)
-        ).first()
-        return 0 if row is None else int(row.generation)
+        state = self.rollout(rollout_id)
+        return 0 if state is None else state.generation
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
-        row = self.conn.execute(select(events).where(events.c.idempotency_key == key)).first()
+        row = self.conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
         return None if row is None else row_to_event(row, self._catalogue)
 
     def append(
@@ -127,7 +155,8 @@ class WriteTransaction:
                     f"idempotency key {idempotency_key!r} was already used for a different event "
                     f"(seq {existing.seq})"
                 )
-        generation = self.generation_of(rollout_id) if rollout_id is not None else 0
+        before = self.rollout(rollout_id) if rollout_id is not None else None
+        generation = before.generation if before is not None else 0
         seq = self.head.seq + 1
         recorded_at = _now()
         header = canonical_header(
@@ -140,19 +169,20 @@ class WriteTransaction:
             idempotency_key=idempotency_key,
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
-        self.conn.execute(
-            events.insert().values(
-                seq=seq,
-                recorded_at=recorded_at,
-                kind=kind,
-                schema_version=version,
-                rollout_id=rollout_id,
-                generation=generation,
-                idempotency_key=idempotency_key,
-                payload=payload_text,
-                payload_sha256=payload_sha256,
-                hash=event_hash,
-            )
+        _INSERT_EVENT.execute(
+            self.conn,
+            {
+                "seq": seq,
+                "recorded_at": recorded_at,
+                "kind": kind,
+                "schema_version": version,
+                "rollout_id": rollout_id,
+                "generation": generation,
+                "idempotency_key": idempotency_key,
+                "payload": payload_text,
+                "payload_sha256": payload_sha256,
+                "hash": event_hash,
+            },
         )
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(
@@ -167,6 +197,11 @@ class WriteTransaction:
             payload_sha256=payload_sha256,
             hash=event_hash,
         )
+        if rollout_id is not None:
+            if self._projects_rollouts:
+                self._rollouts.remember(rollout_id, rollout_after(before, stored))
+            else:
+                self._rollouts.forget(rollout_id)
         for projector in self._projectors:
             if projector.handles(kind):
                 projector.apply(self.conn, stored)

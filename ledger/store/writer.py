@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ledger.errors import LedgerError, StorageUnavailable, WriterStopped
 from ledger.events.base import Catalogue
 from ledger.store.projections.base import Projector
+from ledger.store.rollout_cache import RolloutCache
 from ledger.store.transaction import WriteTransaction, read_head
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class _BatchResult:
 
 
 _STOP = object()
+_COMMAND_SAVEPOINT = "ledger_command"
 
 
 def translate_driver_error(exc: BaseException) -> BaseException:
@@ -146,6 +148,7 @@ class Writer:
         self._queue: asyncio.Queue[_Pending[Any] | object] = asyncio.Queue(max_queue)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._rollouts = RolloutCache()
 
     async def start(self) -> None:
         if self._task is None:
@@ -220,21 +223,43 @@ class Writer:
                 pending.future.set_exception(outcome.error)
 
     def _apply(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
+        try:
+            return self._apply_batch(conn, batch)
+        except BaseException:
+            # Nothing of this batch was committed: the rows it remembered are not true.
+            self._rollouts.clear()
+            raise
+
+    def _apply_batch(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
         result = _BatchResult()
         with conn.begin():
             if self._advisory_lock:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
             # Read the head inside the lock: another process may have appended since our last batch.
-            tx = WriteTransaction(conn, read_head(conn), self._catalogue, self._projectors)
-            for pending in batch:
-                before = tx.head
-                try:
-                    with conn.begin_nested():
+            head = read_head(conn)
+            self._rollouts.begin(head)
+            tx = WriteTransaction(conn, head, self._catalogue, self._projectors, self._rollouts)
+            # Savepoints go straight to the driver: SQLAlchemy's begin_nested() costs more than
+            # a small append, and this outer transaction is the only one it needs to track.
+            savepoints = conn.connection.cursor()
+            try:
+                for pending in batch:
+                    before = tx.head
+                    savepoints.execute(f"SAVEPOINT {_COMMAND_SAVEPOINT}")
+                    try:
                         value = pending.command(tx)
-                except Exception as exc:
-                    tx.head = before
-                    result.outcomes.append(_Outcome(ok=False, error=translate_driver_error(exc)))
-                else:
-                    result.outcomes.append(_Outcome(ok=True, value=value))
-                    result.events += tx.head.seq - before.seq
+                    except Exception as exc:
+                        savepoints.execute(f"ROLLBACK TO SAVEPOINT {_COMMAND_SAVEPOINT}")
+                        savepoints.execute(f"RELEASE SAVEPOINT {_COMMAND_SAVEPOINT}")
+                        tx.rollback_to(before)
+                        result.outcomes.append(
+                            _Outcome(ok=False, error=translate_driver_error(exc))
+                        )
+                    else:
+                        savepoints.execute(f"RELEASE SAVEPOINT {_COMMAND_SAVEPOINT}")
+                        result.outcomes.append(_Outcome(ok=True, value=value))
+                        result.events += tx.head.seq - before.seq
+            finally:
+                savepoints.close()
+        self._rollouts.committed(tx.head)
         return result

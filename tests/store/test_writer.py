@@ -8,16 +8,18 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, event, text
 
-from ledger.errors import WriterStopped
+from ledger.errors import StorageUnavailable, WriterStopped
 from ledger.events.base import EventType
 from ledger.events.catalogue import default_catalogue
+from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.metrics import LedgerMetrics
 from ledger.store import migrate
 from ledger.store.engines import (
@@ -171,14 +173,22 @@ async def test_a_commit_failure_fails_the_whole_batch_and_the_writer_goes_on(
     await writer.start()
     try:
         assert await writer.execute(append("before")) == 1
+
+        def retire_r2(tx: WriteTransaction) -> None:
+            tx.append(ROLLOUT_RETIRED, {}, rollout_id="r2")
+
         with failing_commits(engine) as failures:
             results = await asyncio.gather(
-                *(writer.execute(append(f"lost {n}")) for n in range(8)), return_exceptions=True
+                *(writer.execute(append(f"lost {n}")) for n in range(8)),
+                writer.execute(retire_r2),
+                return_exceptions=True,
             )
         assert all(isinstance(r, RuntimeError) for r in results), results
         assert all("injected commit failure" in str(r) for r in results)
         assert failures and sample(metrics, "ledger_writer_failed_batches_total") == len(failures)
-        # The writer still runs, and the failed batch left no trace: seq 2 is reused.
+        # The writer still runs, and the failed batch left no trace: seq 2 is reused, and the
+        # retirement that was never committed is not remembered either.
+        assert await writer.execute(lambda tx: tx.rollout("r2")) is None
         assert await writer.execute(append("after")) == 2
         assert await writer.execute(append("after again")) == 3
         stored = await reader.events()
@@ -343,3 +353,117 @@ async def test_two_processes_append_to_one_sqlite_file(tmp_path: Path) -> None:
         await assert_log_is_sound(store, 2 * each)
     finally:
         await store.close()
+
+
+async def test_a_command_whose_sql_fails_fails_only_itself(
+    metered: tuple[LedgerStore, LedgerMetrics],
+) -> None:
+    store, _metrics = metered
+
+    def duplicate_seq(tx: WriteTransaction) -> None:
+        tx.append("test.note", {"text": "kept only if the batch survives"}, rollout_id="r2")
+        # A raw insert that collides with seq 1: the database refuses it (on PostgreSQL this
+        # aborts the transaction until the savepoint is rolled back).
+        tx.conn.execute(
+            text(
+                "INSERT INTO events (seq, recorded_at, kind, schema_version, generation, "
+                "payload_sha256, hash) VALUES (1, :at, 'x', 1, 0, 'a', 'b')"
+            ),
+            {"at": datetime.now(UTC)},
+        )
+
+    first = await store.append(NewEvent("test.note", {"text": "one"}, "r1"))
+    results = await asyncio.gather(
+        store.execute(duplicate_seq),
+        store.append(NewEvent("test.note", {"text": "two"}, "r1")),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], StorageUnavailable), results
+    assert not isinstance(results[1], BaseException)
+    assert (first.event.seq, results[1].event.seq) == (1, 2)
+    assert await store.rollout("r2") is None
+    await assert_log_is_sound(store, 2)
+
+
+async def test_state_read_in_a_command_follows_its_own_appends(
+    metered: tuple[LedgerStore, LedgerMetrics],
+) -> None:
+    store, _metrics = metered
+
+    def lifecycle(tx: WriteTransaction) -> list[tuple[str, int] | None]:
+        seen: list[tuple[str, int] | None] = []
+
+        def note() -> None:
+            state = tx.rollout("r1")
+            seen.append(None if state is None else (state.state, state.generation))
+
+        note()
+        tx.append("test.note", {"text": "a"}, rollout_id="r1")
+        note()
+        tx.append(ROLLOUT_RETIRED, {}, rollout_id="r1")
+        note()
+        tx.append(ROLLOUT_DELETED, {}, rollout_id="r1")
+        note()
+        assert tx.generation_of("r1") == 1
+        tx.append("test.note", {"text": "b"}, rollout_id="r1")
+        note()
+        return seen
+
+    seen = await store.execute(lifecycle)
+    assert seen == [None, ("live", 0), ("retired", 0), ("live", 1), ("live", 1)]
+    stored = await store.rollout("r1")
+    assert stored is not None
+    assert await store.execute(lambda tx: tx.rollout("r1")) == stored
+    assert (stored.first_seq, stored.last_seq) == (1, 4)
+    await assert_log_is_sound(store, 4)
+
+
+async def test_a_rolled_back_command_leaves_no_state_behind(
+    metered: tuple[LedgerStore, LedgerMetrics],
+) -> None:
+    store, _metrics = metered
+    await store.append(NewEvent("test.note", {"text": "a"}, "r1"))
+
+    def delete_then_fail(tx: WriteTransaction) -> None:
+        tx.append(ROLLOUT_DELETED, {}, rollout_id="r1")
+        assert tx.generation_of("r1") == 1
+        raise ValueError("changed its mind")
+
+    results = await asyncio.gather(
+        store.execute(delete_then_fail),
+        store.execute(lambda tx: tx.generation_of("r1")),
+        store.execute(lambda tx: tx.append("test.note", {"text": "b"}, rollout_id="r1")),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], ValueError)
+    assert results[1] == 0
+    assert not isinstance(results[2], BaseException) and results[2].event.generation == 0
+    await assert_log_is_sound(store, 2)
+
+
+async def test_state_appended_by_another_writer_is_seen(database_url: str) -> None:
+    """Two writers on one database (replicas, or processes on one SQLite file): what one
+    appended is what the other decides on next."""
+    catalogue = default_catalogue([NOTE])
+    first = LedgerStore(database_url, catalogue, default_projectors())
+    second = LedgerStore(database_url, catalogue, default_projectors())
+    await first.open()
+    await second.open()
+    try:
+        await first.append(NewEvent("test.note", {"text": "a"}, "r1"))
+        assert await first.execute(lambda tx: tx.generation_of("r1")) == 0
+        await second.append(NewEvent(ROLLOUT_DELETED, {}, "r1"))
+        assert await first.execute(lambda tx: tx.generation_of("r1")) == 1
+        appended = await first.append(NewEvent("test.note", {"text": "b"}, "r1"))
+        assert (appended.event.seq, appended.event.generation) == (3, 1)
+        await second.append(NewEvent(ROLLOUT_RETIRED, {}, "r1"))
+        state = await first.execute(lambda tx: tx.rollout("r1"))
+        assert state is not None and (state.state, state.generation, state.last_seq) == (
+            "retired",
+            1,
+            4,
+        )
+        await assert_log_is_sound(first, 4)
+    finally:
+        await first.close()
+        await second.close()
