@@ -1,0 +1,231 @@
+"""The writer: raw stdlib sqlite3 in WAL (the physical baseline) against the ledger's append.
+
+Measured in one run, on the same disk:
+- raw sqlite3, WAL, synchronous=FULL, 1 row per transaction (one fsync per row);
+- raw sqlite3, WAL, synchronous=FULL, 100 rows per transaction (the batched baseline);
+- the ledger's in-process append through the writer (group commit, hash chain, projections)
+  with 1, 16 and 64 concurrent appenders and 2 KB JSON payloads.
+
+Each ledger figure is also given as a ratio to the batched baseline's rows/s.
+Target (issue 2 §7): 64 appenders reach at least 0.4x the batched rows/s with p99 <= 25 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sqlite3
+import statistics
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.engine import make_url
+
+from ledger.canonical import canonical_json
+from ledger.events import EventType, default_catalogue
+from ledger.store import migrate
+from ledger.store.projections import default_projectors
+from ledger.store.records import NewEvent
+from ledger.store.store import LedgerStore
+
+DESCRIPTION = "writer: raw sqlite3 WAL baseline vs ledger append (1/16/64 appenders, 2 KB JSON)"
+
+BENCH_KIND = "bench.payload"
+PAYLOAD_BYTES = 2048
+TARGET_RATIO = 0.4
+TARGET_P99_MS = 25.0
+
+
+class BenchPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    worker: int
+    n: int
+    blob: str
+
+
+def make_payload(worker: int, n: int) -> dict[str, object]:
+    """A payload whose canonical JSON is PAYLOAD_BYTES long (varied text, not one repeated byte)."""
+    skeleton = canonical_json({"blob": "", "n": n, "worker": worker})
+    filler = (f"{worker:04d}-{n:08d}:" * (PAYLOAD_BYTES // 14 + 1))[
+        : PAYLOAD_BYTES - len(skeleton)
+    ]
+    payload: dict[str, object] = {"blob": filler, "n": n, "worker": worker}
+    assert len(canonical_json(payload).encode()) == PAYLOAD_BYTES
+    return payload
+
+
+@dataclass
+class Leg:
+    name: str
+    rows: int
+    seconds: float
+    latencies: list[float]  # per append (ledger) or per transaction (raw), in seconds
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+
+# ---- raw sqlite3 baseline -------------------------------------------------------------------
+
+
+def raw_sqlite(path: Path, rows: int, per_transaction: int) -> Leg:
+    """Append-only inserts of an events-like row (2 KB payload) with stdlib sqlite3."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY, recorded_at TEXT NOT NULL,"
+            " kind TEXT NOT NULL, rollout_id TEXT, payload TEXT, hash TEXT NOT NULL)"
+        )
+        payloads = [canonical_json(make_payload(0, n)) for n in range(per_transaction)]
+        latencies = []
+        seq = 0
+        started = time.perf_counter()
+        while seq < rows:
+            begun = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            for payload in payloads[: min(per_transaction, rows - seq)]:
+                seq += 1
+                conn.execute(
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                    (seq, "2026-11-29T00:00:00.000000Z", BENCH_KIND, "raw", payload, "0" * 64),
+                )
+            conn.execute("COMMIT")
+            latencies.append(time.perf_counter() - begun)
+        elapsed = time.perf_counter() - started
+    finally:
+        conn.close()
+    return Leg(f"raw sqlite3, {per_transaction} row(s)/tx", rows, elapsed, latencies)
+
+
+# ---- the ledger ---------------------------------------------------------------------------
+
+
+async def ledger_leg(url: str, appenders: int, events: int, backend: str) -> Leg:
+    await migrate.upgrade(url)
+    catalogue = default_catalogue([EventType(BENCH_KIND, BenchPayload)])
+    store = LedgerStore(url, catalogue, default_projectors())
+    await store.open()
+    per_worker = events // appenders
+    payloads = [[make_payload(w, n) for n in range(per_worker)] for w in range(appenders)]
+    latencies: list[float] = []
+    try:
+        # Warm up connections and code paths outside the measurement.
+        await store.append(NewEvent(BENCH_KIND, make_payload(9999, 0), "warm-up"))
+
+        async def worker(index: int) -> None:
+            rollout = f"bench-{index}"
+            for payload in payloads[index]:
+                begun = time.perf_counter()
+                await store.append(NewEvent(BENCH_KIND, payload, rollout))
+                latencies.append(time.perf_counter() - begun)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(appenders)))
+        elapsed = time.perf_counter() - started
+    finally:
+        await store.close()
+    label = "appender" if appenders == 1 else "appenders"
+    return Leg(f"ledger {backend}, {appenders} {label}", per_worker * appenders, elapsed, latencies)
+
+
+@asynccontextmanager
+async def fresh_postgres(url: str) -> AsyncIterator[str]:
+    """A new database on the server at ``url``, dropped afterwards."""
+    admin = make_url(url).set(drivername="postgresql")
+    dsn = admin.render_as_string(hide_password=False)
+    name = f"ledger_bench_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    try:
+        yield admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(
+            hide_password=False
+        )
+    finally:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+async def run_ledger_legs(
+    directory: Path, postgres: str | None, sizes: dict[int, int]
+) -> list[Leg]:
+    legs = []
+    for appenders, events in sizes.items():
+        if postgres is None:
+            path = directory / f"ledger-{appenders}.db"
+            legs.append(await ledger_leg(f"sqlite:///{path}", appenders, events, "sqlite"))
+        else:
+            async with fresh_postgres(postgres) as url:
+                legs.append(await ledger_leg(url, appenders, events, "postgres"))
+    return legs
+
+
+# ---- report -------------------------------------------------------------------------------
+
+
+def report(raw: Sequence[Leg], ledger: Sequence[Leg], batched: Leg, echo: Callable[[str], None]) -> None:
+    echo(
+        f"{'leg':34} {'rows':>7} {'seconds':>8} {'rows/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'x batched':>9}"
+    )
+    for leg in [*raw, *ledger]:
+        echo(
+            f"{leg.name:34} {leg.rows:7d} {leg.seconds:8.2f} {leg.rate:9.0f}"
+            f" {leg.percentile(0.50):8.2f} {leg.percentile(0.99):8.2f}"
+            f" {leg.rate / batched.rate:9.2f}"
+        )
+    echo("(raw legs: latency per transaction; ledger legs: latency per append, caller's view)")
+    widest = max(ledger, key=lambda leg: len(leg.latencies))
+    ratio, p99 = widest.rate / batched.rate, widest.percentile(0.99)
+    met = ratio >= TARGET_RATIO and p99 <= TARGET_P99_MS
+    echo(
+        f"target for {widest.name}: >= {TARGET_RATIO}x batched and p99 <= {TARGET_P99_MS} ms;"
+        f" measured {ratio:.2f}x, p99 {p99:.1f} ms: {'MET' if met else 'MISSED'}"
+    )
+    spread = statistics.pstdev(widest.latencies) * 1000
+    echo(f"latency spread (stdev) at {widest.name}: {spread:.2f} ms")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench writer", description=DESCRIPTION)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--postgres", metavar="URL", help="run the ledger legs on PostgreSQL")
+    parser.add_argument(
+        "--dir", type=Path, default=Path("bench-data"), help="scratch directory on the real disk"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        raw_sizes, ledger_sizes = (100, 2_000), {1: 100, 16: 320, 64: 640}
+    else:
+        raw_sizes, ledger_sizes = (1_000, 20_000), {1: 1_000, 16: 4_000, 64: 12_800}
+    directory = args.dir / f"writer-{uuid.uuid4().hex[:8]}"
+    directory.mkdir(parents=True)
+    try:
+        raw = [
+            raw_sqlite(directory / "raw-1.db", raw_sizes[0], 1),
+            raw_sqlite(directory / "raw-100.db", raw_sizes[1], 100),
+        ]
+        ledger = asyncio.run(run_ledger_legs(directory, args.postgres, ledger_sizes))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(f"payload: {PAYLOAD_BYTES} bytes of canonical JSON; scratch: {args.dir.resolve()}")
+    report(raw, ledger, raw[1], print)
