@@ -25,9 +25,9 @@ from sqlalchemy.sql.dml import UpdateBase
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
-    names: tuple[str, ...]
     positional: bool
-    processors: Mapping[str, Callable[[Any], Any] | None]
+    # (parameter name, bind processor or None), in the order the driver wants them.
+    binds: tuple[tuple[str, Callable[[Any], Any] | None], ...]
 
 
 class DriverStatement:
@@ -40,11 +40,11 @@ class DriverStatement:
     def _compile(self, dialect: Dialect, keys: frozenset[str]) -> _Compiled:
         compiled = self._statement.compile(dialect=dialect, column_keys=sorted(keys))
         names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
-        processors = {
-            name: bind.type.dialect_impl(dialect).bind_processor(dialect)
-            for name, bind in compiled.binds.items()
-        }
-        return _Compiled(compiled.string, names, compiled.positional, processors)
+        binds = tuple(
+            (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in names
+        )
+        return _Compiled(compiled.string, compiled.positional, binds)
 
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run with ``params``; return the driver's rowcount."""
@@ -53,12 +53,14 @@ class DriverStatement:
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self._compiled[key] = self._compile(dialect, key[1])
-        values = {}
-        for name in compiled.names:
-            process = compiled.processors[name]
-            values[name] = params[name] if process is None else process(params[name])
+        values = [
+            params[name] if process is None else process(params[name])
+            for name, process in compiled.binds
+        ]
         bound: tuple[Any, ...] | dict[str, Any] = (
-            tuple(values[name] for name in compiled.names) if compiled.positional else values
+            tuple(values)
+            if compiled.positional
+            else dict(zip((name for name, _ in compiled.binds), values, strict=True))
         )
         cursor = conn.connection.cursor()
         try:

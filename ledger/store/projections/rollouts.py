@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from sqlalchemy import Connection, Table, bindparam
 
 from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
@@ -47,11 +45,13 @@ def rollout_after(current: RolloutState | None, event: StoredEvent) -> RolloutSt
             created_at=event.recorded_at,
             updated_at=event.recorded_at,
         )
-    return replace(
-        current,
+    return RolloutState(
+        rollout_id=current.rollout_id,
         generation=generation,
         state=state or current.state,
+        first_seq=current.first_seq,
         last_seq=event.seq,
+        created_at=current.created_at,
         updated_at=event.recorded_at,
     )
 
