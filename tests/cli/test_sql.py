@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
+import os
 import sqlite3
+import uuid
+from collections.abc import Iterator
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
+from ledger.store import migrate
 from ledger.store.engines import is_sqlite_url, sqlite_path
 from tests.cli.support import invoke, query, seed
+from tests.conftest import BACKENDS
+from tests.support.databases import POSTGRES_ENV, require_postgres, sqlite_url
 
 # Refused on both backends with the read-only message.
 WRITES = [
@@ -90,10 +99,40 @@ def snapshot(database_url: str) -> dict[str, object]:
     return state
 
 
-@pytest.fixture
-def seeded_url(database_url: str) -> str:
-    seed(database_url, 6)
-    return database_url
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One seeded database per backend for the whole module: every test here asserts that it
+    changed nothing, so they can share it (and a test that did change it fails itself)."""
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path_factory.mktemp("sql"))
+        asyncio.run(migrate.upgrade(url))
+        seed(url, 6)
+        yield url
+        return
+    require_postgres()
+    admin = make_url(os.environ[POSTGRES_ENV]).set(drivername="postgresql")
+    dsn = admin.render_as_string(hide_password=False)
+    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(dsn, f'CREATE DATABASE "{name}"'))
+    rendered = admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(
+        hide_password=False
+    )
+    try:
+        asyncio.run(migrate.upgrade(rendered))
+        seed(rendered, 6)
+        yield rendered
+    finally:
+        asyncio.run(_admin(dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _admin(dsn: str, statement: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
 
 
 def assert_refused(database_url: str, statement: str, message: str) -> None:
