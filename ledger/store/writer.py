@@ -27,6 +27,7 @@ from ledger.errors import LedgerError, StorageUnavailable, WriterStopped
 from ledger.events.base import Catalogue
 from ledger.store.projections.base import Projector
 from ledger.store.rollout_cache import RolloutCache
+from ledger.store.savepoints import CommandSavepoints
 from ledger.store.transaction import WriteTransaction, read_head
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,6 @@ class _BatchResult:
 
 
 _STOP = object()
-_COMMAND_SAVEPOINT = "ledger_command"
 
 
 def translate_driver_error(exc: BaseException) -> BaseException:
@@ -239,24 +239,21 @@ class Writer:
             head = read_head(conn)
             self._rollouts.begin(head)
             tx = WriteTransaction(conn, head, self._catalogue, self._projectors, self._rollouts)
-            # Savepoints go straight to the driver: SQLAlchemy's begin_nested() costs more than
-            # a small append, and this outer transaction is the only one it needs to track.
-            savepoints = conn.connection.cursor()
+            savepoints = CommandSavepoints(conn)
             try:
                 for pending in batch:
                     before = tx.head
-                    savepoints.execute(f"SAVEPOINT {_COMMAND_SAVEPOINT}")
+                    savepoints.open()
                     try:
                         value = pending.command(tx)
                     except Exception as exc:
-                        savepoints.execute(f"ROLLBACK TO SAVEPOINT {_COMMAND_SAVEPOINT}")
-                        savepoints.execute(f"RELEASE SAVEPOINT {_COMMAND_SAVEPOINT}")
+                        savepoints.undo()
                         tx.rollback_to(before)
                         result.outcomes.append(
                             _Outcome(ok=False, error=translate_driver_error(exc))
                         )
                     else:
-                        savepoints.execute(f"RELEASE SAVEPOINT {_COMMAND_SAVEPOINT}")
+                        savepoints.keep()
                         result.outcomes.append(_Outcome(ok=True, value=value))
                         result.events += tx.head.seq - before.seq
             finally:
