@@ -12,6 +12,7 @@ from ledger.config import Settings
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
 from ledger.service.core import CoreService
+from ledger.service.lineage import LineageService
 from ledger.store.projections import default_projectors
 from ledger.store.store import LedgerStore
 
@@ -52,6 +53,7 @@ class Ledger:
     store: LedgerStore
     core: CoreService
     control_token: str
+    lineage: LineageService
 
     async def close(self) -> None:
         await self.store.close()
@@ -82,4 +84,5 @@ async def open_ledger(settings: Settings) -> Ledger:
         store=store,
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
+        lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
     )

@@ -1,0 +1,308 @@
+"""Lineage commands (run inside the writer, against projections) and lineage read queries.
+
+Every decision that depends on state (fenced? duplicate? conflicting? held?) is made inside a
+writer command, so it is serialised with every other append: once a retire is acknowledged, no
+row can be recorded into that generation any more, on any replica.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, and_, exists, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.canonical import canonical_json, sha256_hex
+from ledger.contract.lineage import staging_key_of
+from ledger.errors import Conflict
+from ledger.events.lineage import (
+    FAILURE_RECORDED,
+    REMOVAL_HOLD_RELEASED,
+    REMOVAL_HOLD_SET,
+    ROW_DISCARDED,
+    ROW_RECORDED,
+    RowDiscarded,
+)
+from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED, RolloutDeleted, RolloutRetired
+from ledger.store.projections.rollouts import RETIRED
+from ledger.store.records import as_utc
+from ledger.store.schema import events, rollouts
+from ledger.store.schema.lineage import (
+    lineage_discarded,
+    lineage_removal_hold,
+    lineage_rows,
+)
+from ledger.store.transaction import WriteTransaction
+
+Outcome = Literal["recorded", "duplicate", "discarded"]
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    outcome: Outcome
+    seq: int | None
+    generation: int
+    staging_key: str | None = None
+
+
+@dataclass
+class RemovalResult:
+    removed: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    fenced: int = 0
+    """How many fences this command wrote (retire only)."""
+
+
+class RemovalHeld(Conflict):
+    """Retire/delete refused while an operator's removal hold is set (409 with its reason)."""
+
+
+def conflicting_row_message(model_call_id: str) -> str:
+    return f"conflicting lineage record for model call {model_call_id}"
+
+
+# --- commands (synchronous, inside the writer transaction) -------------------------------
+
+
+def _current(tx: WriteTransaction, rollout_id: str) -> tuple[int, bool]:
+    """(current generation, fenced?) of a rollout; an unseen id is generation 0, live."""
+    row = tx.conn.execute(
+        select(rollouts.c.generation, rollouts.c.state).where(rollouts.c.rollout_id == rollout_id)
+    ).first()
+    if row is None:
+        return 0, False
+    return int(row.generation), row.state == RETIRED
+
+
+def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> RecordResult:
+    """Record one ledger row (committed or failure) for the rollout's current generation."""
+    is_failure = "failure_reason" in row
+    generation, fenced = _current(tx, rollout_id)
+    model_call_id = str(row["model_call_id"])
+    row_sha = sha256_hex(canonical_json(row).encode())
+    same_call = tx.conn.execute(
+        select(lineage_rows.c.seq, lineage_rows.c.row_sha256, lineage_rows.c.row_kind)
+        .where(
+            lineage_rows.c.rollout_id == rollout_id,
+            lineage_rows.c.generation == generation,
+            lineage_rows.c.model_call_id == model_call_id,
+        )
+        .order_by(lineage_rows.c.seq)
+    ).all()
+    for existing in same_call:
+        if existing.row_sha256 == row_sha:
+            # Identical re-record (also after a fence: the row is in the ledger the trainer read).
+            return RecordResult("duplicate", int(existing.seq), generation, staging_key_of(row))
+    if fenced:
+        appended = tx.append(
+            ROW_DISCARDED,
+            RowDiscarded(
+                rollout_id=rollout_id,
+                generation=generation,
+                model_call_id=model_call_id,
+                staging_key=staging_key_of(row),
+                row=row,
+            ),
+        )
+        return RecordResult("discarded", appended.event.seq, generation, staging_key_of(row))
+    if not is_failure and any(e.row_kind != "failure" for e in same_call):
+        raise Conflict(conflicting_row_message(model_call_id))
+    if is_failure:
+        appended = tx.append(FAILURE_RECORDED, row, rollout_id=rollout_id)
+    else:
+        appended = tx.append(ROW_RECORDED, {"row": row}, rollout_id=rollout_id)
+    return RecordResult("recorded", appended.event.seq, generation, staging_key_of(row))
+
+
+def _check_hold(tx: WriteTransaction) -> None:
+    reason = tx.conn.execute(select(lineage_removal_hold.c.reason)).scalar()
+    if reason is not None:
+        raise RemovalHeld(str(reason))
+
+
+def _has_rows(tx: WriteTransaction, rollout_id: str, generation: int) -> bool:
+    query = select(
+        exists().where(
+            lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
+        )
+    )
+    return bool(tx.conn.execute(query).scalar())
+
+
+def _has_events(tx: WriteTransaction, rollout_id: str, generation: int) -> bool:
+    query = select(
+        exists().where(events.c.rollout_id == rollout_id, events.c.generation == generation)
+    )
+    return bool(tx.conn.execute(query).scalar())
+
+
+def retire(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
+    """Fence every id (validated and de-duplicated by the caller); ``removed`` = had rows."""
+    _check_hold(tx)
+    result = RemovalResult()
+    for rollout_id in rollout_ids:
+        generation, fenced = _current(tx, rollout_id)
+        if fenced:
+            result.absent.append(rollout_id)  # retiring again changes nothing
+            continue
+        had_rows = _has_rows(tx, rollout_id, generation)
+        tx.append(ROLLOUT_RETIRED, RolloutRetired(had_rows=had_rows), rollout_id=rollout_id)
+        result.fenced += 1
+        (result.removed if had_rows else result.absent).append(rollout_id)
+    return result
+
+
+def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
+    """End the generation of every id that has one; ``removed`` = had rows."""
+    _check_hold(tx)
+    result = RemovalResult()
+    for rollout_id in rollout_ids:
+        generation, _fenced = _current(tx, rollout_id)
+        if not _has_events(tx, rollout_id, generation):
+            result.absent.append(rollout_id)  # nothing in this generation: already unused
+            continue
+        had_rows = _has_rows(tx, rollout_id, generation)
+        tx.append(ROLLOUT_DELETED, RolloutDeleted(had_rows=had_rows), rollout_id=rollout_id)
+        (result.removed if had_rows else result.absent).append(rollout_id)
+    return result
+
+
+def set_hold(tx: WriteTransaction, reason: str) -> bool:
+    """Set (or change) the removal hold; False if it was already set with this reason."""
+    current = tx.conn.execute(select(lineage_removal_hold.c.reason)).scalar()
+    if current == reason:
+        return False
+    tx.append(REMOVAL_HOLD_SET, {"reason": reason})
+    return True
+
+
+def release_hold(tx: WriteTransaction) -> bool:
+    """Release the hold; False if none was set."""
+    if tx.conn.execute(select(lineage_removal_hold.c.reason)).scalar() is None:
+        return False
+    tx.append(REMOVAL_HOLD_RELEASED, {})
+    return True
+
+
+# --- reads (async, read-only connections) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """A rollout's current generation as one query sees it."""
+
+    generation: int
+    retired: bool
+    rows: list[dict[str, Any]]
+
+
+async def ledger_view(conn: AsyncConnection, rollout_id: str) -> LedgerView:
+    """State and rows of the current generation, in ledger order, in ONE indexed query."""
+    query = (
+        select(rollouts.c.generation, rollouts.c.state, lineage_rows.c.row)
+        .select_from(
+            rollouts.outerjoin(
+                lineage_rows,
+                and_(
+                    lineage_rows.c.rollout_id == rollouts.c.rollout_id,
+                    lineage_rows.c.generation == rollouts.c.generation,
+                ),
+            )
+        )
+        .where(rollouts.c.rollout_id == rollout_id)
+        .order_by(lineage_rows.c.seq)
+    )
+    result = (await conn.execute(query)).all()
+    if not result:
+        return LedgerView(generation=0, retired=False, rows=[])
+    first = result[0]
+    rows = [json.loads(r.row) for r in result if r.row is not None]
+    return LedgerView(generation=int(first.generation), retired=first.state == RETIRED, rows=rows)
+
+
+async def rollout_generation(conn: AsyncConnection, rollout_id: str) -> tuple[int, bool]:
+    row = (
+        await conn.execute(
+            select(rollouts.c.generation, rollouts.c.state).where(
+                rollouts.c.rollout_id == rollout_id
+            )
+        )
+    ).first()
+    if row is None:
+        return 0, False
+    return int(row.generation), row.state == RETIRED
+
+
+async def find_rows(
+    conn: AsyncConnection,
+    rollout_id: str,
+    generation: int,
+    *,
+    fingerprint: str | None = None,
+    model_call_id: str | None = None,
+) -> list[tuple[int, dict[str, Any]]]:
+    """Committed rows (never failures) matching a fingerprint and/or a model_call_id."""
+    query = (
+        select(lineage_rows.c.seq, lineage_rows.c.row)
+        .where(
+            lineage_rows.c.rollout_id == rollout_id,
+            lineage_rows.c.generation == generation,
+            lineage_rows.c.row_kind != "failure",
+        )
+        .order_by(lineage_rows.c.seq)
+    )
+    if fingerprint is not None:
+        query = query.where(lineage_rows.c.fingerprint == fingerprint)
+    if model_call_id is not None:
+        query = query.where(lineage_rows.c.model_call_id == model_call_id)
+    return [(int(r.seq), json.loads(r.row)) for r in (await conn.execute(query)).all()]
+
+
+@dataclass(frozen=True)
+class OrphanedStagingKey:
+    seq: int
+    rollout_id: str
+    generation: int
+    model_call_id: str
+    staging_key: str
+    discarded_at: datetime
+
+
+async def orphaned_staging_keys(
+    conn: AsyncConnection, *, after: int, limit: int
+) -> list[OrphanedStagingKey]:
+    query = (
+        select(lineage_discarded)
+        .where(lineage_discarded.c.seq > after, lineage_discarded.c.staging_key.is_not(None))
+        .order_by(lineage_discarded.c.seq)
+        .limit(limit)
+    )
+    return [
+        OrphanedStagingKey(
+            seq=int(r.seq),
+            rollout_id=r.rollout_id,
+            generation=int(r.generation),
+            model_call_id=r.model_call_id,
+            staging_key=r.staging_key,
+            discarded_at=as_utc(r.discarded_at),
+        )
+        for r in (await conn.execute(query)).all()
+    ]
+
+
+@dataclass(frozen=True)
+class RemovalHold:
+    reason: str
+    set_seq: int
+    set_at: datetime
+
+
+async def removal_hold(conn: AsyncConnection) -> RemovalHold | None:
+    row = (await conn.execute(select(lineage_removal_hold))).first()
+    if row is None:
+        return None
+    return RemovalHold(reason=row.reason, set_seq=int(row.set_seq), set_at=as_utc(row.set_at))
