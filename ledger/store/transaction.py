@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, bindparam, select
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict
@@ -56,6 +56,12 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
     )
 
 
+# Built once: SQLAlchemy memoises a statement's cache key per object, so reusing these keeps the
+# per-append cost to the SQL itself (it matters for commands appending thousands of events).
+_GENERATION_OF = select(rollouts.c.generation).where(rollouts.c.rollout_id == bindparam("rid"))
+_INSERT_EVENT = events.insert()
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -94,9 +100,7 @@ class WriteTransaction:
         )
 
     def generation_of(self, rollout_id: str) -> int:
-        row = self.conn.execute(
-            select(rollouts.c.generation).where(rollouts.c.rollout_id == rollout_id)
-        ).first()
+        row = self.conn.execute(_GENERATION_OF, {"rid": rollout_id}).first()
         return 0 if row is None else int(row.generation)
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
@@ -141,18 +145,19 @@ class WriteTransaction:
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
         self.conn.execute(
-            events.insert().values(
-                seq=seq,
-                recorded_at=recorded_at,
-                kind=kind,
-                schema_version=version,
-                rollout_id=rollout_id,
-                generation=generation,
-                idempotency_key=idempotency_key,
-                payload=payload_text,
-                payload_sha256=payload_sha256,
-                hash=event_hash,
-            )
+            _INSERT_EVENT,
+            {
+                "seq": seq,
+                "recorded_at": recorded_at,
+                "kind": kind,
+                "schema_version": version,
+                "rollout_id": rollout_id,
+                "generation": generation,
+                "idempotency_key": idempotency_key,
+                "payload": payload_text,
+                "payload_sha256": payload_sha256,
+                "hash": event_hash,
+            },
         )
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete
+from sqlalchemy import Connection, Table, bindparam, delete
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.contract.lineage import staging_key_of
@@ -26,6 +26,18 @@ from ledger.store.schema.lineage import (
 )
 
 HOLD_ID = 1
+
+# Built once (SQLAlchemy memoises the cache key per statement object).
+_INSERT_ROW = lineage_rows.insert()
+_INSERT_FENCE = lineage_fences.insert()
+_INSERT_DISCARDED = lineage_discarded.insert()
+_END_GENERATION = [
+    delete(table).where(
+        table.c.rollout_id == bindparam("rid"), table.c.generation == bindparam("gen")
+    )
+    for table in (lineage_rows, lineage_fences)
+]
+_RELEASE_HOLD = delete(lineage_removal_hold)
 
 
 def _text(value: Any) -> str | None:
@@ -89,16 +101,11 @@ class LineageProjector:
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
             # The tombstone ends the generation: its rows and fence are gone for every reader,
             # and a rebuild after compaction (payloads redacted) agrees with the live tables.
-            for table in (lineage_rows, lineage_fences):
-                conn.execute(
-                    delete(table).where(
-                        table.c.rollout_id == event.rollout_id,
-                        table.c.generation == event.generation,
-                    )
-                )
+            for statement in _END_GENERATION:
+                conn.execute(statement, {"rid": event.rollout_id, "gen": event.generation})
             return
         if event.kind == REMOVAL_HOLD_RELEASED:
-            conn.execute(delete(lineage_removal_hold))
+            conn.execute(_RELEASE_HOLD)
             return
         if payload is None:
             return  # redacted: only events of ended generations, whose rows are gone anyway
@@ -108,25 +115,27 @@ class LineageProjector:
             self._insert_row(conn, event, payload)
         elif event.kind == ROLLOUT_RETIRED and event.rollout_id is not None:
             conn.execute(
-                lineage_fences.insert().values(
-                    rollout_id=event.rollout_id,
-                    generation=event.generation,
-                    fenced_seq=event.seq,
-                    fenced_at=event.recorded_at,
-                    had_rows=bool(payload.get("had_rows", False)),
-                )
+                _INSERT_FENCE,
+                {
+                    "rollout_id": event.rollout_id,
+                    "generation": event.generation,
+                    "fenced_seq": event.seq,
+                    "fenced_at": event.recorded_at,
+                    "had_rows": bool(payload.get("had_rows", False)),
+                },
             )
         elif event.kind == ROW_DISCARDED:
             conn.execute(
-                lineage_discarded.insert().values(
-                    seq=event.seq,
-                    rollout_id=payload["rollout_id"],
-                    generation=payload["generation"],
-                    model_call_id=payload["model_call_id"],
-                    staging_key=payload["staging_key"],
-                    discarded_at=event.recorded_at,
-                    row=canonical_json(payload["row"]),
-                )
+                _INSERT_DISCARDED,
+                {
+                    "seq": event.seq,
+                    "rollout_id": payload["rollout_id"],
+                    "generation": payload["generation"],
+                    "model_call_id": payload["model_call_id"],
+                    "staging_key": payload["staging_key"],
+                    "discarded_at": event.recorded_at,
+                    "row": canonical_json(payload["row"]),
+                },
             )
         elif event.kind == REMOVAL_HOLD_SET:
             conn.execute(delete(lineage_removal_hold))
@@ -143,12 +152,13 @@ class LineageProjector:
     def _insert_row(conn: Connection, event: StoredEvent, row: dict[str, Any]) -> None:
         assert event.rollout_id is not None
         conn.execute(
-            lineage_rows.insert().values(
-                rollout_id=event.rollout_id,
-                generation=event.generation,
-                seq=event.seq,
+            _INSERT_ROW,
+            {
+                "rollout_id": event.rollout_id,
+                "generation": event.generation,
+                "seq": event.seq,
                 **row_columns(row),
-            )
+            },
         )
 
 
