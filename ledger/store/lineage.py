@@ -213,7 +213,9 @@ def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
         if generation is None or not _has_events(tx, rollout_id, generation):
             result.absent.append(rollout_id)
             continue
-        had_rows = rollout_id in state.with_rows
+        # Retire already removed a fenced generation's ledger: deleting it removes only the
+        # fence, so such an id is absent (Gym: "a fenced-only id is absent").
+        had_rows = rollout_id in state.with_rows and rollout_id not in state.fenced
         tx.append(ROLLOUT_DELETED, RolloutDeleted(had_rows=had_rows), rollout_id=rollout_id)
         (result.removed if had_rows else result.absent).append(rollout_id)
     return result

@@ -78,7 +78,7 @@ def test_absent_response_id_key_is_a_failure() -> None:
 
 @pytest.mark.parametrize("column", ["chain_hash", "cumulative_hash"])
 def test_missing_chain_or_cumulative_hash_is_a_failure(column: str) -> None:
-    assert failures_of([committed_row("r1", "c1", **{column: None})]) == [
+    assert failures_of([{**committed_row("r1", "c1"), column: None}]) == [
         ("c1", LEDGER_ROW_MISSING_CHAIN_HASH)
     ]
     row = committed_row("r1", "c1")

@@ -85,14 +85,15 @@ def test_stored_row_check_accepts_lineage_only_rows_and_refuses_unknown_columns(
 
 def test_batch_request_bounds() -> None:
     assert LedgerBatchRequest.model_validate({"rollout_ids": ["a"]}).rollout_ids == ["a"]
-    for body in (
+    bodies: list[dict[str, object]] = [
         {"rollout_ids": []},
         {"rollout_ids": ["a"] * 4097},
         {"rollout_ids": ["a"], "force": True},
         {"rollout_ids": [1]},
         {"rollout_ids": "a"},
         {},
-    ):
+    ]
+    for body in bodies:
         with pytest.raises(ValidationError):
             LedgerBatchRequest.model_validate(body)
     assert len(LedgerBatchRequest.model_validate({"rollout_ids": ["a"] * 4096}).rollout_ids) == 4096
