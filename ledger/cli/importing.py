@@ -5,8 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.progress import Progress
 
-from ledger.cli.common import database_options
+from ledger.bootstrap import build_store
+from ledger.cli.common import database_options, err, run_async, settings_from
+from ledger.config import Settings
+from ledger.importer.lineage import LineageImportReport, import_lineage_dir
+
+
+async def _import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
+    store = build_store(settings)
+    await store.open()
+    try:
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task("lineage ledgers", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            return await import_lineage_dir(store, directory, progress=advance)
+    finally:
+        await store.close()
 
 
 @click.command("import")
@@ -26,7 +45,14 @@ def import_command(ctx: click.Context, capture_dir: Path | None, lineage_dir: Pa
     """Import Gym capture files and/or lineage ledgers; re-running adds nothing."""
     if capture_dir is None and lineage_dir is None:
         raise click.UsageError("give --capture-dir and/or --lineage-dir")
-    raise click.ClickException("import is not available yet")
+    if capture_dir is not None:
+        raise click.ClickException("--capture-dir import is not available yet")
+    settings = settings_from(ctx)
+    if lineage_dir is not None:
+        report = run_async(lambda: _import_lineage(settings, lineage_dir))
+        for line in report.skipped:
+            err.print(f"skipped {line}")
+        click.echo(report.summary())
 
 
 def register(main: click.Group) -> None:

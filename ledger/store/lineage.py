@@ -196,10 +196,63 @@ def retire(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
             result.absent.append(rollout_id)  # retiring again changes nothing
             continue
         had_rows = rollout_id in state.with_rows
-        tx.append(ROLLOUT_RETIRED, RolloutRetired(had_rows=had_rows), rollout_id=rollout_id)
+        _fence(tx, rollout_id, had_rows=had_rows)
         result.fenced += 1
         (result.removed if had_rows else result.absent).append(rollout_id)
     return result
+
+
+def _fence(tx: WriteTransaction, rollout_id: str, *, had_rows: bool) -> None:
+    tx.append(ROLLOUT_RETIRED, RolloutRetired(had_rows=had_rows), rollout_id=rollout_id)
+
+
+@dataclass
+class ImportedLedger:
+    recorded: int = 0
+    duplicates: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    fenced: bool = False
+    already_fenced: bool = False
+
+
+def import_ledger(
+    tx: WriteTransaction, rollout_id: str, rows: Sequence[dict[str, Any]], *, fence: bool
+) -> ImportedLedger:
+    """Bring one Gym ledger (rows in file order, then its fence) into the current generation.
+
+    Idempotent: a rollout already fenced is left alone (its rows were imported with the fence,
+    or it was retired here since), identical rows are duplicates. A Gym fence is restored even
+    while a removal hold is set: importing a fence records a removal that already happened.
+    """
+    result = ImportedLedger()
+    generation, fenced = _current(tx, rollout_id)
+    if fenced:
+        result.already_fenced = True
+        result.duplicates = len(rows)
+        return result
+    for row in rows:
+        try:
+            outcome = record_row(tx, rollout_id, row)
+        except Conflict as exc:  # raised before anything was appended for this row
+            result.conflicts.append(exc.message)
+            continue
+        if outcome.outcome == "recorded":
+            result.recorded += 1
+        else:
+            result.duplicates += 1
+    if fence:
+        _fence(tx, rollout_id, had_rows=_has_rows_now(tx, rollout_id, generation))
+        result.fenced = True
+    return result
+
+
+def _has_rows_now(tx: WriteTransaction, rollout_id: str, generation: int) -> bool:
+    query = select(
+        exists().where(
+            lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
+        )
+    )
+    return bool(tx.conn.execute(query).scalar())
 
 
 def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
