@@ -14,9 +14,9 @@ from ledger.store.queries import head_seq
 from ledger.store.store import LedgerStore
 
 
-async def wait_for_mirror(store: LedgerStore, *, timeout: float = 30.0) -> int:
+async def wait_for_mirror(store: LedgerStore, *, within_seconds: float = 30.0) -> int:
     """Poll until the mirror checkpoint reaches the head of the log; return that seq."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within_seconds
     while True:
         async with store.read() as conn:
             checkpoint, head = await read_checkpoint(conn), await head_seq(conn)
