@@ -46,8 +46,8 @@ async def test_client_round_trip_against_a_server_process(
             await captures.withdraw_pending_model_call("r1", "later")
             assert await captures.clear_model_calls("r1") is True
             assert await captures.read_model_call_records("r1") == []
+            await captures.append_model_call("r2", exchanges[0])
             with pytest.raises(CaptureClientError) as conflict:
-                await captures.append_model_call("r2", exchanges[0])
                 await captures.append_model_call("r2", {**exchanges[0], "status_code": 500})
             assert conflict.value.status_code == 409
             with pytest.raises(ValueError, match="Invalid rollout id"):

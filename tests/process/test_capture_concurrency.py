@@ -66,11 +66,11 @@ async def test_two_processes_share_one_database(database_url: str, tmp_path: Pat
         await store.open()
         try:
             captures = CaptureService(store)
-            for model_call_id, reply in record.acknowledged.items():
+            for model_call_id, acknowledged in record.acknowledged.items():
                 rollout_id = record.sent[model_call_id][0]
                 calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
                 matching = [c for c in calls if c["model_call_id"] == model_call_id]
-                assert [c["call_index"] for c in matching] == [reply["call_index"]]
+                assert [c["call_index"] for c in matching] == [acknowledged["call_index"]]
             for rollout_id in {rollout for rollout, _ in record.sent.values()}:
                 calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
                 assert [c["call_index"] for c in calls] == list(range(len(calls)))

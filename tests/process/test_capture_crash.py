@@ -47,8 +47,9 @@ def ledger_cli(database_url: str, data_dir: Path, *args: str) -> subprocess.Comp
 
 
 async def _kill_when(server: ServerProcess, record: LoadLedger, count: int) -> None:
-    while len(record.acknowledged) < count:
-        await asyncio.sleep(0.005)  # poll
+    record.threshold = count
+    record.reached.clear()
+    await record.reached.wait()
     server.kill()
 
 

@@ -18,6 +18,13 @@ class LoadLedger:
     sent: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     acknowledged: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    threshold: int | None = None
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def acknowledge(self, model_call_id: str, reply: dict[str, Any]) -> None:
+        self.acknowledged[model_call_id] = reply
+        if self.threshold is not None and len(self.acknowledged) >= self.threshold:
+            self.reached.set()
 
 
 async def capture_client(
@@ -44,6 +51,6 @@ async def capture_client(
                 record.errors.append(f"{model_call_id}: {type(exc).__name__}")
                 return
             if reply.status_code in (200, 201):
-                record.acknowledged[model_call_id] = reply.json()
+                record.acknowledge(model_call_id, reply.json())
             else:
                 record.errors.append(f"{model_call_id}: {reply.status_code} {reply.text}")
