@@ -11,6 +11,8 @@ from pathlib import Path
 from ledger.config import Settings
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
+from ledger.mirror.follower import MirrorFollower, build_follower
+from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
 from ledger.service.lineage import LineageService
 from ledger.store.projections import default_projectors
@@ -53,9 +55,13 @@ class Ledger:
     store: LedgerStore
     core: CoreService
     control_token: str
+    captures: CaptureService
     lineage: LineageService
+    mirror: MirrorFollower | None = None
 
     async def close(self) -> None:
+        if self.mirror is not None:
+            await self.mirror.stop()
         await self.store.close()
 
 
@@ -78,11 +84,19 @@ async def open_ledger(settings: Settings) -> Ledger:
     metrics = LedgerMetrics()
     store = build_store(settings, metrics)
     await store.open()
+    mirror = None
+    if settings.mirror_enabled:
+        mirror = build_follower(
+            store=store, mirror_dir=settings.resolved_mirror_dir, metrics=metrics
+        )
+        await mirror.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
         store=store,
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
+        captures=CaptureService(store),
         lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
+        mirror=mirror,
     )

@@ -1,1 +1,1 @@
-"""Gym's shapes and pure rules (no I/O): one module per area."""
+"""Gym's shapes and pure rules, no I/O (model-call records, capture lines, attachments)."""
