@@ -140,10 +140,6 @@ def _check_hold(tx: WriteTransaction) -> None:
         raise RemovalHeld(str(reason))
 
 
-def _has_events(tx: WriteTransaction, rollout_id: str, generation: int) -> bool:
-    return bool(tx.conn.execute(_HAS_EVENTS, {"rid": rollout_id, "gen": generation}).scalar())
-
-
 _PREFETCH_CHUNK = 500  # ids per IN (...) list: well inside every backend's parameter limit
 
 
@@ -154,12 +150,16 @@ class _BatchState:
     generation: dict[str, int]
     fenced: set[str]
     with_rows: set[str]
+    with_events: set[str]
 
 
-def _batch_state(tx: WriteTransaction, rollout_ids: Sequence[str]) -> _BatchState:
+def _batch_state(
+    tx: WriteTransaction, rollout_ids: Sequence[str], *, events_too: bool = False
+) -> _BatchState:
     generation: dict[str, int] = {}
     fenced: set[str] = set()
     with_rows: set[str] = set()
+    with_events: set[str] = set()
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
         chunk = list(rollout_ids[start : start + _PREFETCH_CHUNK])
         for row in tx.conn.execute(
@@ -183,7 +183,16 @@ def _batch_state(tx: WriteTransaction, rollout_ids: Sequence[str]) -> _BatchStat
             .distinct()
         )
         with_rows.update(row.rollout_id for row in tx.conn.execute(current_rows))
-    return _BatchState(generation, fenced, with_rows)
+        if events_too:
+            current_events = select(rollouts.c.rollout_id).where(
+                rollouts.c.rollout_id.in_(chunk),
+                exists().where(
+                    events.c.rollout_id == rollouts.c.rollout_id,
+                    events.c.generation == rollouts.c.generation,
+                ),
+            )
+            with_events.update(row.rollout_id for row in tx.conn.execute(current_events))
+    return _BatchState(generation, fenced, with_rows, with_events)
 
 
 def retire(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
@@ -258,12 +267,11 @@ def _has_rows_now(tx: WriteTransaction, rollout_id: str, generation: int) -> boo
 def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
     """End the generation of every id that has one; ``removed`` = had rows."""
     _check_hold(tx)
-    state = _batch_state(tx, rollout_ids)
+    state = _batch_state(tx, rollout_ids, events_too=True)
     result = RemovalResult()
     for rollout_id in rollout_ids:
-        generation = state.generation.get(rollout_id)
         # An id never seen, or whose current generation holds nothing, already reads as unused.
-        if generation is None or not _has_events(tx, rollout_id, generation):
+        if rollout_id not in state.with_events:
             result.absent.append(rollout_id)
             continue
         # Retire already removed a fenced generation's ledger: deleting it removes only the

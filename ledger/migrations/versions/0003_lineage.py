@@ -26,8 +26,11 @@ VIEWS = {
         WHERE r.state = 'live' AND l.row_kind IN ('call', 'failure')
     """,
     "v_lineage_fences": """
-        SELECT f.rollout_id, f.generation, f.fenced_seq, f.fenced_at, f.had_rows
-        FROM lineage_fences f
+        SELECT r.rollout_id, r.generation, e.seq AS fenced_seq, e.recorded_at AS fenced_at
+        FROM rollouts r
+        JOIN events e ON e.rollout_id = r.rollout_id AND e.generation = r.generation
+                     AND e.kind = 'rollout.retired'
+        WHERE r.state = 'retired'
     """,
     "v_orphaned_staging_keys": """
         SELECT d.seq, d.rollout_id, d.generation, d.model_call_id, d.staging_key,
@@ -69,15 +72,6 @@ def upgrade() -> None:
         ["rollout_id", "generation", "model_call_id"],
     )
     op.create_table(
-        "lineage_fences",
-        sa.Column("rollout_id", sa.String(length=200), nullable=False),
-        sa.Column("generation", sa.Integer(), nullable=False),
-        sa.Column("fenced_seq", sa.BigInteger(), nullable=False),
-        sa.Column("fenced_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("had_rows", sa.Boolean(), nullable=False),
-        sa.PrimaryKeyConstraint("rollout_id", "generation", name=op.f("pk_lineage_fences")),
-    )
-    op.create_table(
         "lineage_discarded",
         sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("rollout_id", sa.String(length=200), nullable=False),
@@ -105,7 +99,6 @@ def downgrade() -> None:
         op.execute(f"DROP VIEW IF EXISTS {name}")
     op.drop_table("lineage_removal_hold")
     op.drop_table("lineage_discarded")
-    op.drop_table("lineage_fences")
     op.drop_index("ix_lineage_rows_model_call", table_name="lineage_rows")
     op.drop_index("ix_lineage_rows_fingerprint", table_name="lineage_rows")
     op.drop_table("lineage_rows")

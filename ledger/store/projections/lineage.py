@@ -1,4 +1,4 @@
-"""Projections of the lineage area: ledger rows, fences, discarded rows and the removal hold."""
+"""Projections of the lineage area: ledger rows, discarded rows and the removal hold."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from ledger.events.lineage import (
     ROW_DISCARDED,
     ROW_RECORDED,
 )
-from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
+from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.store.projections.base import Projector
 from ledger.store.records import StoredEvent
 from ledger.store.schema.lineage import (
     lineage_discarded,
-    lineage_fences,
     lineage_removal_hold,
     lineage_rows,
 )
@@ -29,14 +28,10 @@ HOLD_ID = 1
 
 # Built once (SQLAlchemy memoises the cache key per statement object).
 _INSERT_ROW = lineage_rows.insert()
-_INSERT_FENCE = lineage_fences.insert()
 _INSERT_DISCARDED = lineage_discarded.insert()
-_END_GENERATION = [
-    delete(table).where(
-        table.c.rollout_id == bindparam("rid"), table.c.generation == bindparam("gen")
-    )
-    for table in (lineage_rows, lineage_fences)
-]
+_END_GENERATION = delete(lineage_rows).where(
+    lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
+)
 _RELEASE_HOLD = delete(lineage_removal_hold)
 
 
@@ -77,7 +72,6 @@ class LineageProjector:
     name = "lineage"
     tables: tuple[Table, ...] = (
         lineage_rows,
-        lineage_fences,
         lineage_discarded,
         lineage_removal_hold,
     )
@@ -88,7 +82,6 @@ class LineageProjector:
             ROW_DISCARDED,
             REMOVAL_HOLD_SET,
             REMOVAL_HOLD_RELEASED,
-            ROLLOUT_RETIRED,
             ROLLOUT_DELETED,
         }
     )
@@ -99,10 +92,9 @@ class LineageProjector:
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         payload = event.payload
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
-            # The tombstone ends the generation: its rows and fence are gone for every reader,
-            # and a rebuild after compaction (payloads redacted) agrees with the live tables.
-            for statement in _END_GENERATION:
-                conn.execute(statement, {"rid": event.rollout_id, "gen": event.generation})
+            # The tombstone ends the generation: its rows are gone for every reader, and a
+            # rebuild after compaction (payloads redacted) agrees with the live tables.
+            conn.execute(_END_GENERATION, {"rid": event.rollout_id, "gen": event.generation})
             return
         if event.kind == REMOVAL_HOLD_RELEASED:
             conn.execute(_RELEASE_HOLD)
@@ -113,17 +105,6 @@ class LineageProjector:
             self._insert_row(conn, event, payload["row"])
         elif event.kind == FAILURE_RECORDED and event.rollout_id is not None:
             self._insert_row(conn, event, payload)
-        elif event.kind == ROLLOUT_RETIRED and event.rollout_id is not None:
-            conn.execute(
-                _INSERT_FENCE,
-                {
-                    "rollout_id": event.rollout_id,
-                    "generation": event.generation,
-                    "fenced_seq": event.seq,
-                    "fenced_at": event.recorded_at,
-                    "had_rows": bool(payload.get("had_rows", False)),
-                },
-            )
         elif event.kind == ROW_DISCARDED:
             conn.execute(
                 _INSERT_DISCARDED,

@@ -1,11 +1,14 @@
 """Projection tables for the lineage area. Everything a rollout read touches is keyed by
-``(rollout_id, generation)``, so reads cost the same whatever the size of the log."""
+``(rollout_id, generation)``, so reads cost the same whatever the size of the log.
+
+Fences have no table of their own: a fence is the ``rollouts`` state ``retired`` plus its
+``rollout.retired`` event (the ``v_lineage_fences`` view joins them), which keeps a retire of 4096
+ids at the fewest writes per id."""
 
 from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Column,
     DateTime,
     Index,
@@ -53,17 +56,6 @@ Index(
     lineage_rows.c.model_call_id,
 )
 
-# The fence of each retired generation (removed when a delete ends the generation).
-lineage_fences = Table(
-    "lineage_fences",
-    metadata,
-    Column("rollout_id", String(200), primary_key=True),
-    Column("generation", Integer, primary_key=True),
-    Column("fenced_seq", BigInteger, nullable=False),
-    Column("fenced_at", DateTime(timezone=True), nullable=False),
-    Column("had_rows", Boolean, nullable=False),
-)
-
 # Late rows discarded by a fence, in seq order: their staging keys name staged tokens that no
 # manifest references, which the framework must sweep (``after=SEQ`` pages through them).
 lineage_discarded = Table(
@@ -90,7 +82,6 @@ lineage_removal_hold = Table(
 
 __all__ = [
     "lineage_discarded",
-    "lineage_fences",
     "lineage_removal_hold",
     "lineage_rows",
     "metadata",
