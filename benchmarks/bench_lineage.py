@@ -288,7 +288,8 @@ def main(argv: list[str]) -> None:
         root = Path(scratch)
         url = args.postgres_url or f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         backend = "postgresql" if args.postgres_url else "sqlite"
-        print(f"ledger ({backend}): filling {events} events ...", flush=True)
+        total = max(BATCH + 1, events // ROWS_PER_ROLLOUT) * ROWS_PER_ROLLOUT
+        print(f"ledger ({backend}): filling {total} events ...", flush=True)
         asyncio.run(migrate.upgrade(url))
         asyncio.run(fill(url, events))
         ledger = bench_ledger(url, root / "data", reads, appends)
