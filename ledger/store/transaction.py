@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, bindparam, select
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict
@@ -27,6 +27,12 @@ class ChainHead:
 
 
 GENESIS = ChainHead(seq=0, hash=GENESIS_HASH)
+
+# Built once (they run for every appended event).
+_INSERT_EVENT = events.insert()
+_GENERATION_OF = select(rollouts.c.generation).where(
+    rollouts.c.rollout_id == bindparam("rollout_id")
+)
 
 
 def read_head(conn: Connection) -> ChainHead:
@@ -94,9 +100,7 @@ class WriteTransaction:
         )
 
     def generation_of(self, rollout_id: str) -> int:
-        row = self.conn.execute(
-            select(rollouts.c.generation).where(rollouts.c.rollout_id == rollout_id)
-        ).first()
+        row = self.conn.execute(_GENERATION_OF, {"rollout_id": rollout_id}).first()
         return 0 if row is None else int(row.generation)
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
@@ -140,19 +144,22 @@ class WriteTransaction:
             idempotency_key=idempotency_key,
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
+        # A prebuilt statement with separate parameters: building ``.values(...)`` per event
+        # cost more than the INSERT itself.
         self.conn.execute(
-            events.insert().values(
-                seq=seq,
-                recorded_at=recorded_at,
-                kind=kind,
-                schema_version=version,
-                rollout_id=rollout_id,
-                generation=generation,
-                idempotency_key=idempotency_key,
-                payload=payload_text,
-                payload_sha256=payload_sha256,
-                hash=event_hash,
-            )
+            _INSERT_EVENT,
+            {
+                "seq": seq,
+                "recorded_at": recorded_at,
+                "kind": kind,
+                "schema_version": version,
+                "rollout_id": rollout_id,
+                "generation": generation,
+                "idempotency_key": idempotency_key,
+                "payload": payload_text,
+                "payload_sha256": payload_sha256,
+                "hash": event_hash,
+            },
         )
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(
