@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.canonical import canonical_json, sha256_hex
+from ledger.canonical import sha256_hex
 from ledger.contract.capture_lines import parse_capture_text
 from ledger.events.capture import (
     CAPTURE_MARKED_INCOMPLETE,
@@ -31,6 +31,7 @@ from ledger.events.capture import (
 )
 from ledger.ids import is_valid_rollout_id
 from ledger.store.captures import find_call, load_state
+from ledger.store.projections.captures import exchange_sha256
 from ledger.store.store import LedgerStore
 from ledger.store.transaction import WriteTransaction
 
@@ -98,7 +99,7 @@ def _import_line(
         exchange = exchanges[0][1]
         model_call_id = _stored_model_call_id(exchange)
         try:
-            sha = sha256_hex(canonical_json(exchange).encode())
+            sha = exchange_sha256(model_call_id, exchange)
         except ValueError:
             damage = "not JSON (NaN or Infinity)"
         else:

@@ -7,9 +7,8 @@ is linearizable across writer batches, processes and PostgreSQL replicas.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +41,7 @@ from ledger.store.captures import (
     find_call,
     is_pending,
     load_state,
+    lookup_capture,
     read_capture_view,
 )
 from ledger.store.store import LedgerStore
@@ -133,7 +133,8 @@ def prepare_exchange(
     if exchange.get("model_call_id") is None:
         exchange["model_call_id"] = uuid.uuid4().hex
     try:
-        text = canonical_json(exchange)
+        # Exactly the bytes the event will hash: its payload_sha256 is the capture's identity.
+        text = canonical_json({"exchange": exchange, "model_call_id": exchange["model_call_id"]})
     except ValueError as exc:  # NaN/Infinity somewhere the model does not look
         raise InvalidPayload(f"{prefix}: not JSON: {exc}") from None
     return PreparedExchange(
@@ -144,34 +145,66 @@ def prepare_exchange(
     )
 
 
-def append_command(prepared: PreparedExchange) -> Any:
-    """The write command of one capture: idempotent on model_call_id, else the next position."""
+def prepare_batch_item(item: object, prefix: str) -> PreparedExchange:
+    if not isinstance(item, Mapping):
+        raise InvalidPayload(f"{prefix}: must be an object with rollout_id, exchange")
+    unknown = sorted(set(item) - {"rollout_id", "exchange"})
+    if unknown:
+        raise InvalidPayload(f"{prefix}.{unknown[0]}: Extra inputs are not permitted")
+    for required in ("rollout_id", "exchange"):
+        if required not in item:
+            raise InvalidPayload(f"{prefix}.{required}: Field required")
+    return prepare_exchange(item["rollout_id"], item["exchange"], prefix=f"{prefix}.exchange")
 
-    def command(tx: WriteTransaction) -> CaptureReceipt:
-        rollout_id = prepared.rollout_id
-        model_call_id = prepared.model_call_id
-        generation = tx.generation_of(rollout_id)
-        existing = find_call(tx.conn, rollout_id, generation, model_call_id)
-        if existing is not None:
-            if existing.exchange_sha256 != prepared.sha256:
-                raise Conflict(
-                    f"model_call_id {model_call_id!r} was already captured for rollout "
-                    f"{rollout_id!r} with a different exchange"
-                )
-            return CaptureReceipt(
-                rollout_id, model_call_id, existing.call_index, existing.seq, created=False
+
+def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureReceipt:
+    """Idempotent on model_call_id; otherwise the rollout's next position.
+
+    Raises Conflict before appending anything, so a batch can carry on with its other items.
+    """
+    rollout_id = prepared.rollout_id
+    model_call_id = prepared.model_call_id
+    lookup = lookup_capture(tx.conn, rollout_id, model_call_id)
+    existing = lookup.existing
+    if existing is not None:
+        if existing.exchange_sha256 != prepared.sha256:
+            raise Conflict(
+                f"model_call_id {model_call_id!r} was already captured for rollout "
+                f"{rollout_id!r} with a different exchange"
             )
-        state = load_state(tx.conn, rollout_id, generation)
-        appended = tx.append(
-            MODEL_CALL_CAPTURED,
-            ModelCallCaptured.model_construct(
-                model_call_id=model_call_id, exchange=prepared.exchange
-            ),
-            rollout_id=rollout_id,
-        )
         return CaptureReceipt(
-            rollout_id, model_call_id, state.next_call_index, appended.event.seq, created=True
+            rollout_id, model_call_id, existing.call_index, existing.seq, created=False
         )
+    appended = tx.append(
+        MODEL_CALL_CAPTURED,
+        ModelCallCaptured.model_construct(model_call_id=model_call_id, exchange=prepared.exchange),
+        rollout_id=rollout_id,
+    )
+    return CaptureReceipt(
+        rollout_id, model_call_id, lookup.next_call_index, appended.event.seq, created=True
+    )
+
+
+def append_command(prepared: PreparedExchange) -> Callable[[WriteTransaction], CaptureReceipt]:
+    def command(tx: WriteTransaction) -> CaptureReceipt:
+        return append_one(tx, prepared)
+
+    return command
+
+
+def append_many_command(
+    prepared: Sequence[PreparedExchange],
+) -> Callable[[WriteTransaction], list[CaptureReceipt | Conflict]]:
+    """A whole batch request in one write command: no savepoint and no future per item."""
+
+    def command(tx: WriteTransaction) -> list[CaptureReceipt | Conflict]:
+        outcomes: list[CaptureReceipt | Conflict] = []
+        for item in prepared:
+            try:
+                outcomes.append(append_one(tx, item))
+            except Conflict as exc:
+                outcomes.append(exc)
+        return outcomes
 
     return command
 
@@ -196,39 +229,24 @@ class CaptureService:
                 f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}"
             )
         results: list[BatchItemResult | None] = [None] * len(items)
-        waiting: list[tuple[int, asyncio.Task[CaptureReceipt]]] = []
+        positions: list[int] = []
+        prepared: list[PreparedExchange] = []
         for position, item in enumerate(items):
-            prefix = f"items.{position}"
             try:
-                if not isinstance(item, Mapping):
-                    raise InvalidPayload(f"{prefix}: must be an object with rollout_id, exchange")
-                unknown = sorted(set(item) - {"rollout_id", "exchange"})
-                if unknown:
-                    raise InvalidPayload(f"{prefix}.{unknown[0]}: Extra inputs are not permitted")
-                if "rollout_id" not in item or "exchange" not in item:
-                    missing = "rollout_id" if "rollout_id" not in item else "exchange"
-                    raise InvalidPayload(f"{prefix}.{missing}: Field required")
-                prepared = prepare_exchange(
-                    item["rollout_id"], item["exchange"], prefix=f"{prefix}.exchange"
-                )
+                prepared.append(prepare_batch_item(item, f"items.{position}"))
             except LedgerError as exc:
                 results[position] = BatchItemResult(exc.status_code, detail=exc.message)
                 continue
-            future = asyncio.create_task(
-                self._store.execute(append_command(prepared), size_hint=prepared.size)
+            positions.append(position)
+        if prepared:
+            outcomes = await self._store.execute(
+                append_many_command(prepared), size_hint=sum(p.size for p in prepared)
             )
-            waiting.append((position, future))
-        if waiting:
-            await asyncio.wait([future for _, future in waiting])
-        for position, future in waiting:
-            error = future.exception()
-            if error is None:
-                receipt = future.result()
-                results[position] = BatchItemResult(201 if receipt.created else 200, receipt)
-            elif isinstance(error, LedgerError):
-                results[position] = BatchItemResult(error.status_code, detail=error.message)
-            else:
-                raise error
+            for position, outcome in zip(positions, outcomes, strict=True):
+                if isinstance(outcome, Conflict):
+                    results[position] = BatchItemResult(outcome.status_code, detail=outcome.message)
+                else:
+                    results[position] = BatchItemResult(201 if outcome.created else 200, outcome)
         return [result for result in results if result is not None]
 
     async def mark_incomplete(self, rollout_id: str, reason: str | None = None) -> MarkerReceipt:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.store.schema import events
@@ -78,10 +78,60 @@ def _state_from_row(row: Any) -> CaptureState:
     )
 
 
+# The write path runs these for every capture: plain text statements built once skip
+# SQLAlchemy's per-call expression construction and cache-key work (most of its cost).
+_LOAD_STATE = text(
+    "SELECT rollout_id, generation, next_call_index, record_count, damaged_count, "
+    "has_evidence, incomplete, pending_count, cleared_seq, last_seq "
+    "FROM capture_state WHERE rollout_id = :rollout_id"
+)
+_FIND_CALL = text(
+    "SELECT call_index, seq, exchange_sha256 FROM capture_calls "
+    "WHERE rollout_id = :rollout_id AND generation = :generation "
+    "AND model_call_id = :model_call_id"
+)
+
+
+_LOOKUP = text(
+    "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+    "s.next_call_index, c.call_index, c.seq, c.exchange_sha256 "
+    "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+    "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+    "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id = :model_call_id"
+)
+
+
+@dataclass(frozen=True)
+class CaptureLookup:
+    """What an append decides on: the generation, the call already stored under the
+    model_call_id (if any) and the next position."""
+
+    generation: int
+    existing: StoredCall | None
+    next_call_index: int
+
+
+def lookup_capture(conn: Connection, rollout_id: str, model_call_id: str) -> CaptureLookup:
+    """The three facts an append needs, in one statement (it runs for every capture)."""
+    row = conn.execute(_LOOKUP, {"rollout_id": rollout_id, "model_call_id": model_call_id}).one()
+    generation = int(row.generation)
+    existing = None
+    if row.call_index is not None:
+        existing = StoredCall(
+            call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256
+        )
+    current = row.state_generation is not None and row.state_generation == generation
+    return CaptureLookup(
+        generation=generation,
+        existing=existing,
+        next_call_index=row.next_call_index if current else 0,
+    )
+
+
 def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureState:
-    row = conn.execute(
-        select(capture_state).where(capture_state.c.rollout_id == rollout_id)
-    ).first()
+    row = conn.execute(_LOAD_STATE, {"rollout_id": rollout_id}).first()
     if row is None or row.generation != generation:
         return CaptureState(rollout_id=rollout_id, generation=generation, stored=row is not None)
     return _state_from_row(row)
@@ -91,10 +141,8 @@ def find_call(
     conn: Connection, rollout_id: str, generation: int, model_call_id: str
 ) -> StoredCall | None:
     row = conn.execute(
-        select(capture_calls.c.call_index, capture_calls.c.seq, capture_calls.c.exchange_sha256)
-        .where(capture_calls.c.rollout_id == rollout_id)
-        .where(capture_calls.c.generation == generation)
-        .where(capture_calls.c.model_call_id == model_call_id)
+        _FIND_CALL,
+        {"rollout_id": rollout_id, "generation": generation, "model_call_id": model_call_id},
     ).first()
     if row is None:
         return None

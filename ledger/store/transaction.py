@@ -28,6 +28,12 @@ class ChainHead:
 
 GENESIS = ChainHead(seq=0, hash=GENESIS_HASH)
 
+# Built once (they run for every appended event).
+_INSERT_EVENT = events.insert()
+_GENERATION_OF = select(rollouts.c.generation).where(
+    rollouts.c.rollout_id == bindparam("rollout_id")
+)
+
 
 def read_head(conn: Connection) -> ChainHead:
     row = conn.execute(
@@ -54,12 +60,6 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
         payload_sha256=row.payload_sha256,
         hash=row.hash,
     )
-
-
-# Built once: SQLAlchemy memoises a statement's cache key per object, so reusing these keeps the
-# per-append cost to the SQL itself (it matters for commands appending thousands of events).
-_GENERATION_OF = select(rollouts.c.generation).where(rollouts.c.rollout_id == bindparam("rid"))
-_INSERT_EVENT = events.insert()
 
 
 def _now() -> datetime:
@@ -100,7 +100,7 @@ class WriteTransaction:
         )
 
     def generation_of(self, rollout_id: str) -> int:
-        row = self.conn.execute(_GENERATION_OF, {"rid": rollout_id}).first()
+        row = self.conn.execute(_GENERATION_OF, {"rollout_id": rollout_id}).first()
         return 0 if row is None else int(row.generation)
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
@@ -144,6 +144,8 @@ class WriteTransaction:
             idempotency_key=idempotency_key,
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
+        # A prebuilt statement with separate parameters: building ``.values(...)`` per event
+        # cost more than the INSERT itself.
         self.conn.execute(
             _INSERT_EVENT,
             {

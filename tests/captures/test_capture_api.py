@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from ledger.api import create_app
+from ledger.config import Settings
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.contract.model_calls import build_model_call_record
 from tests.support.exchanges import (
@@ -225,3 +228,40 @@ async def test_batch_gives_one_result_per_item(client: httpx.AsyncClient) -> Non
     too_many = {"items": [{"rollout_id": "r", "exchange": {}}] * 1001}
     assert (await client.post("/v1/model-calls/batch", json=too_many)).status_code == 422
     assert (await client.post("/v1/model-calls/batch", json={"rows": []})).status_code == 422
+
+
+async def test_oversized_bodies_are_413_and_tokens_are_enforced(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "limited",
+        database_url=database_url,
+        control_token="control-secret",
+        ingest_token="ingest-secret",
+        read_token="read-secret",
+        max_body_bytes=2048,
+        mirror_enabled=False,
+    )
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+            ingest = {"Authorization": "Bearer ingest-secret"}
+            read = {"Authorization": "Bearer read-secret"}
+            big = chat_exchange(text="x" * 4096)
+            too_big = await http.post("/v1/rollouts/r1/model-calls", json=big, headers=ingest)
+            assert too_big.status_code == 413
+            assert "2048" in too_big.json()["detail"]
+            small = chat_exchange()
+            assert (await http.post("/v1/rollouts/r1/model-calls", json=small)).status_code == 401
+            wrong = {"Authorization": "Bearer read-secret"}
+            denied = await http.post("/v1/rollouts/r1/model-calls", json=small, headers=wrong)
+            assert denied.status_code == 401
+            ok = await http.post("/v1/rollouts/r1/model-calls", json=small, headers=ingest)
+            assert ok.status_code == 201
+            assert (await http.delete("/v1/rollouts/r1/model-calls")).status_code == 401
+            reads = "/v1/rollouts/r1/ng_model_call_capture"
+            assert (await http.get(reads)).status_code == 401
+            attachment = await http.get(reads, headers=read)
+            assert attachment.status_code == 200
+            assert attachment.json()["metrics"]["num_calls"] == 1

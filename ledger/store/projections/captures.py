@@ -11,11 +11,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, insert, update
+from sqlalchemy import Connection, Table, delete, insert, text
 
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.contract.capture_attachment import strip_payloads
-from ledger.contract.model_calls import build_model_call_record
+from ledger.contract.model_calls import PAYLOAD_FIELDS, build_model_call_record
 from ledger.events.capture import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -43,9 +42,33 @@ _HANDLED = frozenset(
 )
 
 
-def exchange_sha256(exchange: dict[str, Any]) -> str:
-    """The identity of an exchange for model_call_id idempotency."""
-    return sha256_hex(canonical_json(exchange).encode())
+_PAYLOADS = set(PAYLOAD_FIELDS)
+
+_CALL_COLUMNS = [column.name for column in capture_calls.columns]
+# Built once: see the note on the text statements in ledger/store/captures.py.
+_INSERT_CALL = text(
+    f"INSERT INTO capture_calls ({', '.join(_CALL_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + name for name in _CALL_COLUMNS)})"
+)
+_STATE_COLUMNS = [column.name for column in capture_state.columns]
+_INSERT_STATE = text(
+    f"INSERT INTO capture_state ({', '.join(_STATE_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + name for name in _STATE_COLUMNS)})"
+)
+_UPDATE_STATE = text(
+    "UPDATE capture_state SET "
+    + ", ".join(f"{name} = :{name}" for name in _STATE_COLUMNS if name != "rollout_id")
+    + " WHERE rollout_id = :rollout_id"
+)
+_DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
+
+
+def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
+    """The identity of a capture for model_call_id idempotency: the ``payload_sha256`` its
+    ``model_call.captured`` event has (so the projection copies it instead of hashing again)."""
+    return sha256_hex(
+        canonical_json({"exchange": exchange, "model_call_id": model_call_id}).encode()
+    )
 
 
 def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
@@ -54,7 +77,7 @@ def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
         record = build_model_call_record(exchange, call_index)
     except ValueError:
         return {"damaged": True}
-    dump = strip_payloads(record.model_dump(mode="json"))
+    dump = record.model_dump(mode="json", exclude=_PAYLOADS)
     return {
         "damaged": False,
         "response_id": record.response_id,
@@ -125,6 +148,7 @@ class CapturesProjector:
         elif event.kind == CAPTURE_PENDING_WITHDRAWN and payload is not None:
             state = self._settle_pending(conn, state, payload["model_call_id"])
         values = {
+            "rollout_id": rollout_id,
             "generation": state.generation,
             "next_call_index": state.next_call_index,
             "record_count": state.record_count,
@@ -135,14 +159,7 @@ class CapturesProjector:
             "cleared_seq": state.cleared_seq,
             "last_seq": event.seq,
         }
-        if not stored:
-            conn.execute(insert(capture_state).values(rollout_id=rollout_id, **values))
-        else:
-            conn.execute(
-                update(capture_state)
-                .where(capture_state.c.rollout_id == rollout_id)
-                .values(**values)
-            )
+        conn.execute(_UPDATE_STATE if stored else _INSERT_STATE, values)
 
     def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
         call_index = state.next_call_index
@@ -152,23 +169,19 @@ class CapturesProjector:
             # Redacted by compaction: only ended generations are redacted, and their rows are
             # dropped when the tombstone is projected, so the position alone is enough here.
             return state
-        row: dict[str, Any]
-        if event.kind == MODEL_CALL_DAMAGED:
-            row = {"damaged": True}
-        else:
+        row = dict(_DAMAGED_ROW)
+        if event.kind == MODEL_CALL_CAPTURED:
             exchange = payload["exchange"]
-            row = call_columns(exchange, call_index)
+            row.update(call_columns(exchange, call_index))
             row["model_call_id"] = payload["model_call_id"]
-            row["exchange_sha256"] = exchange_sha256(exchange)
-        conn.execute(
-            insert(capture_calls).values(
-                rollout_id=state.rollout_id,
-                generation=state.generation,
-                call_index=call_index,
-                seq=event.seq,
-                **row,
-            )
+            row["exchange_sha256"] = event.payload_sha256
+        row.update(
+            rollout_id=state.rollout_id,
+            generation=state.generation,
+            call_index=call_index,
+            seq=event.seq,
         )
+        conn.execute(_INSERT_CALL, row)
         if row["damaged"]:
             state = replace(state, damaged_count=state.damaged_count + 1)
         else:
@@ -181,6 +194,8 @@ class CapturesProjector:
     def _settle_pending(
         self, conn: Connection, state: CaptureState, model_call_id: str
     ) -> CaptureState:
+        if state.pending_count == 0:
+            return state
         removed = conn.execute(
             delete(capture_pending)
             .where(capture_pending.c.rollout_id == state.rollout_id)

@@ -8,15 +8,15 @@ from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.store.records import StoredEvent
 from ledger.store.schema import rollouts
 
-LIVE = "live"
-RETIRED = "retired"
-
-# Built once: SQLAlchemy memoises a statement's cache key per object (cheap per-event applies).
+# Built once: this projector runs for every event with a rollout id.
 _CURRENT = select(rollouts.c.generation, rollouts.c.state).where(
-    rollouts.c.rollout_id == bindparam("rid")
+    rollouts.c.rollout_id == bindparam("rollout_id")
 )
 _INSERT = rollouts.insert()
-_UPDATE = rollouts.update().where(rollouts.c.rollout_id == bindparam("rid"))
+_UPDATE = rollouts.update().where(rollouts.c.rollout_id == bindparam("key"))
+
+LIVE = "live"
+RETIRED = "retired"
 
 
 class RolloutsProjector:
@@ -29,7 +29,7 @@ class RolloutsProjector:
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         if event.rollout_id is None:
             return
-        current = conn.execute(_CURRENT, {"rid": event.rollout_id}).first()
+        current = conn.execute(_CURRENT, {"rollout_id": event.rollout_id}).first()
         generation = event.generation
         state = current.state if current is not None else LIVE
         if event.kind == ROLLOUT_RETIRED:
@@ -55,7 +55,7 @@ class RolloutsProjector:
             conn.execute(
                 _UPDATE,
                 {
-                    "rid": event.rollout_id,
+                    "key": event.rollout_id,
                     "generation": generation,
                     "state": state,
                     "last_seq": event.seq,
