@@ -46,7 +46,7 @@ async def retire_rollouts(
     """Fence every id; ``removed`` lists those that had ledger rows."""
     # Authorised here, after FastAPI validated the body: Gym answers a malformed body with 422
     # even without a token.
-    require_control(request)
+    await require_control(request)
     return _removal_reply(await ledger.lineage.retire(body.rollout_ids))
 
 
@@ -55,7 +55,7 @@ async def delete_rollouts(
     request: Request, ledger: LedgerDep, body: LedgerBatchRequest
 ) -> JSONResponse:
     """End each id's generation (rows and fence); ``removed`` lists those that had rows."""
-    require_control(request)
+    await require_control(request)
     return _removal_reply(await ledger.lineage.delete(body.rollout_ids))
 
 
