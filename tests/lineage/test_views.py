@@ -31,7 +31,7 @@ async def test_manifest_rows_fences_and_orphaned_staging_keys(store: LedgerStore
     manifest_rows = await rows_of(
         url,
         "SELECT rollout_id, generation, row_kind, model_call_id, staging_key, failure_reason "
-        "FROM v_lineage_manifest_rows ORDER BY rollout_id, seq",
+        "FROM lineage_manifest_rows ORDER BY rollout_id, seq",
     )
     assert manifest_rows == [
         ("r1", 0, "call", "c1", "r1/c1", None),
@@ -40,7 +40,7 @@ async def test_manifest_rows_fences_and_orphaned_staging_keys(store: LedgerStore
     ]
 
     fences = await rows_of(
-        url, "SELECT rollout_id, generation, fenced_seq FROM v_lineage_fences ORDER BY rollout_id"
+        url, "SELECT rollout_id, generation, fenced_seq FROM lineage_fences ORDER BY rollout_id"
     )
     assert [(r[0], r[1]) for r in fences] == [("fenced-only", 0), ("r2", 0)]
     assert all(isinstance(r[2], int) and r[2] < (late.seq or 0) for r in fences)
@@ -48,6 +48,6 @@ async def test_manifest_rows_fences_and_orphaned_staging_keys(store: LedgerStore
     orphaned = await rows_of(
         url,
         "SELECT seq, rollout_id, generation, model_call_id, staging_key "
-        "FROM v_orphaned_staging_keys ORDER BY seq",
+        "FROM orphaned_staging_keys ORDER BY seq",
     )
     assert orphaned == [(late.seq, "r2", 0, "late", "r2/late")]

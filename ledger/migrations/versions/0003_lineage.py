@@ -17,7 +17,7 @@ depends_on: str | Sequence[str] | None = None
 
 # Documented in docs/sql.md ("Lineage"); plain SQL that SQLite and PostgreSQL both accept.
 VIEWS = {
-    "v_lineage_manifest_rows": """
+    "lineage_manifest_rows": """
         SELECT l.rollout_id, l.generation, l.seq, l.row_kind, l.model_call_id,
                l.failure_reason, l.staging_key, l.parent_call_id, l.fingerprint,
                l.fingerprint_version, l.cum_len, l.chain_hash, l.response_id, l.row
@@ -25,14 +25,14 @@ VIEWS = {
         JOIN rollouts r ON r.rollout_id = l.rollout_id AND r.generation = l.generation
         WHERE r.state = 'live' AND l.row_kind IN ('call', 'failure')
     """,
-    "v_lineage_fences": """
+    "lineage_fences": """
         SELECT r.rollout_id, r.generation, e.seq AS fenced_seq, e.recorded_at AS fenced_at
         FROM rollouts r
         JOIN events e ON e.rollout_id = r.rollout_id AND e.generation = r.generation
                      AND e.kind = 'rollout.retired'
         WHERE r.state = 'retired'
     """,
-    "v_orphaned_staging_keys": """
+    "orphaned_staging_keys": """
         SELECT d.seq, d.rollout_id, d.generation, d.model_call_id, d.staging_key,
                d.discarded_at
         FROM lineage_discarded d

@@ -2,7 +2,7 @@
 ``(rollout_id, generation)``, so reads cost the same whatever the size of the log.
 
 Fences have no table of their own: a fence is the ``rollouts`` state ``retired`` plus its
-``rollout.retired`` event (the ``v_lineage_fences`` view joins them), which keeps a retire of 4096
+``rollout.retired`` event (the ``lineage_fences`` view joins them), which keeps a retire of 4096
 ids at the fewest writes per id."""
 
 from __future__ import annotations
