@@ -81,6 +81,15 @@ CUSTODY_COLUMNS = (
 )
 ROW_COLUMNS = LINEAGE_COLUMNS + CUSTODY_COLUMNS
 FAILURE_COLUMNS = ("failure_reason", "model_call_id")
+# Columns the database indexes or keeps in bounded columns (see MAX_INDEXED_STRING).
+INDEXED_COLUMNS = (
+    "model_call_id",
+    "staging_key",
+    "fingerprint",
+    "parent_call_id",
+    "chain_hash",
+    "response_id",
+)
 
 _WIRE = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -164,8 +173,10 @@ def check_stored_row(row: Mapping[str, Any]) -> None:
     model_call_id = row.get("model_call_id")
     if not isinstance(model_call_id, str) or not model_call_id:
         raise ValueError("a ledger row needs a non-empty string model_call_id")
-    if len(model_call_id) > MAX_INDEXED_STRING:
-        raise ValueError(f"model_call_id is longer than {MAX_INDEXED_STRING} characters")
+    for name in INDEXED_COLUMNS:
+        value = row.get(name)
+        if isinstance(value, str) and len(value) > MAX_INDEXED_STRING:
+            raise ValueError(f"{name} is longer than {MAX_INDEXED_STRING} characters")
 
 
 def staging_key_of(row: Mapping[str, Any]) -> str | None:

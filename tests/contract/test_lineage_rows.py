@@ -81,6 +81,8 @@ def test_stored_row_check_accepts_lineage_only_rows_and_refuses_unknown_columns(
         check_stored_row({"model_call_id": "c0", "tokens": [1, 2]})
     with pytest.raises(ValueError, match="model_call_id"):
         check_stored_row({"fingerprint": "f"})
+    with pytest.raises(ValueError, match="fingerprint is longer than 1024"):
+        check_stored_row({"model_call_id": "c0", "fingerprint": "f" * 1025})
 
 
 def test_batch_request_bounds() -> None:
