@@ -1,7 +1,7 @@
 """Lineage: manifest reads over HTTP in a big log, and 4096-id retire/delete in one request,
 beside a Gym-style file ledger measured in the same run.
 
-Usage: scripts/bench lineage [--quick] [--postgres-url URL]
+Usage: scripts/bench lineage [--quick] [--postgres-url=URL]
 """
 
 from __future__ import annotations

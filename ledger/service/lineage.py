@@ -62,14 +62,6 @@ class LineageService:
                 )
         return result
 
-    async def record_raw(self, rollout_id: str, row: dict[str, Any]) -> RecordResult:
-        """Record an already-checked stored row (the importer's path)."""
-
-        def command(tx: WriteTransaction) -> RecordResult:
-            return queries.record_row(tx, rollout_id, row)
-
-        return await self._store.execute(command)
-
     async def manifest(self, rollout_id: str) -> RolloutManifest:
         validate_rollout_id(rollout_id)
         async with self._store.read() as conn:
