@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 
 from ledger.errors import LedgerError
 
@@ -39,3 +40,10 @@ def install_error_handlers(app: FastAPI) -> None:
         # FastAPI's own 422 shape, made safe for inputs that JSON cannot carry.
         detail = _json_safe(jsonable_encoder(exc.errors()))
         return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(DBAPIError)
+    async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        # A read that reached a database in trouble (down, locked past busy_timeout): the
+        # request may be retried; it is not the caller's fault and not a bug of ours.
+        log.error("%s %s: database error: %s", request.method, request.url.path, exc.orig)
+        return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
