@@ -8,7 +8,6 @@ reach the files, exactly as Gym discards them.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -17,6 +16,7 @@ from ledger.canonical import canonical_json
 from ledger.events.lineage import FAILURE_RECORDED, ROW_RECORDED
 from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.mirror.base import MirrorArea
+from ledger.mirror.files import append_durably, remove_if_present, replace_durably
 from ledger.store.lineage import ledger_view
 from ledger.store.records import StoredEvent
 
@@ -27,29 +27,6 @@ FENCE_SUFFIX = ".lineage.retired"
 def ledger_line(row: dict[str, object]) -> bytes:
     """One ledger line exactly as Gym appends it: compact JSON, sorted keys, newline."""
     return (canonical_json(row) + "\n").encode()
-
-
-def _append(path: Path, data: bytes) -> None:
-    with path.open("ab") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _write_fence(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove(path: Path) -> bool:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 class LineageMirrorArea:
@@ -73,18 +50,18 @@ class LineageMirrorArea:
                 return changed  # redacted: an ended generation, whose files a delete removed
             row = event.payload["row"] if event.kind == ROW_RECORDED else event.payload
             directory.mkdir(parents=True, exist_ok=True)
-            _append(ledger, ledger_line(row))
+            append_durably(ledger, ledger_line(row))
             changed.add(ledger)
         elif event.kind == ROLLOUT_RETIRED:
             directory.mkdir(parents=True, exist_ok=True)
             # Fence first, then remove the ledger: a crash in between leaves a fenced rollout.
-            _write_fence(fence)
+            replace_durably(fence, b"")
             changed.add(fence)
-            if _remove(ledger):
+            if remove_if_present(ledger):
                 changed.add(ledger)
         else:  # ROLLOUT_DELETED
             for path in (ledger, fence):
-                if _remove(path):
+                if remove_if_present(path):
                     changed.add(path)
         return changed
 
