@@ -269,3 +269,12 @@ async def test_oversized_bodies_are_413_and_tokens_are_enforced(
             attachment = await http.get(reads, headers=read)
             assert attachment.status_code == 200
             assert attachment.json()["metrics"]["num_calls"] == 1
+
+
+async def test_openapi_documents_the_capture_routes(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    paths = schema["paths"]
+    assert "requestBody" in paths["/v1/rollouts/{rollout_id}/model-calls"]["post"]
+    assert "/v1/model-calls/batch" in paths
+    assert "/v1/rollouts/{rollout_id}/ng_model_call_capture" in paths
+    assert "/v1/rollouts/{rollout_id}/model-calls/pending/{model_call_id}" in paths
