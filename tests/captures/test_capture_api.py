@@ -202,13 +202,17 @@ async def test_pending_calls_report_a_gap_until_captured_or_withdrawn(
     ]
     assert codes == ["model_call_capture_pending"]
     await _append(client, "r1", chat_exchange(model_call_id="in-flight"))
-    withdrawn = await client.delete("/v1/rollouts/r1/model-calls/pending/other")
+    withdrawn = await client.delete(
+        "/v1/rollouts/r1/model-calls/pending", params={"model_call_id": "other"}
+    )
     assert withdrawn.json()["withdrawn"] is True
     assert "gaps" not in (await client.get("/v1/rollouts/r1/ng_model_call_capture")).json()
     late = await client.post("/v1/rollouts/r1/model-calls/pending", json={"model_call_id": "done"})
     assert late.status_code == 200 and late.json()["pending"] is False
     bad = await client.post("/v1/rollouts/r1/model-calls/pending", json={"id": "x"})
     assert bad.status_code == 422
+    no_id = await client.delete("/v1/rollouts/r1/model-calls/pending")
+    assert no_id.status_code == 422 and "model_call_id" in no_id.text
 
 
 async def test_batch_gives_one_result_per_item(client: httpx.AsyncClient) -> None:
@@ -277,4 +281,4 @@ async def test_openapi_documents_the_capture_routes(client: httpx.AsyncClient) -
     assert "requestBody" in paths["/v1/rollouts/{rollout_id}/model-calls"]["post"]
     assert "/v1/model-calls/batch" in paths
     assert "/v1/rollouts/{rollout_id}/ng_model_call_capture" in paths
-    assert "/v1/rollouts/{rollout_id}/model-calls/pending/{model_call_id}" in paths
+    assert set(paths["/v1/rollouts/{rollout_id}/model-calls/pending"]) == {"post", "delete"}
