@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """Raised from ``receive``; an HTTPException so FastAPI's body parsing passes it through."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"request body exceeds the limit of {max_bytes} bytes")
 
 
 class BodySizeLimit:
@@ -49,7 +53,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
