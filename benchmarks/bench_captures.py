@@ -236,7 +236,8 @@ async def _build_read_database(database_url: str, calls: int, progress: bool) ->
 
 
 def read_database(calls: int) -> Path:
-    cache = Path("bench-data") / f"captures-read-{calls}.db"
+    # Keyed by the schema head too: a database built by an older schema is not reused.
+    cache = Path("bench-data") / f"captures-read-{calls}-{migrate.head_revision()}.db"
     if cache.exists():
         return cache
     cache.parent.mkdir(exist_ok=True)

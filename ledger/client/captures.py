@@ -112,7 +112,9 @@ class CaptureClient:
 
     async def withdraw_pending_model_call(self, rollout_id: str, model_call_id: str) -> None:
         await self._request(
-            "DELETE", self._path(rollout_id, f"/model-calls/pending/{model_call_id}")
+            "DELETE",
+            self._path(rollout_id, "/model-calls/pending"),
+            params={"model_call_id": model_call_id},
         )
 
     async def read_model_call_records(

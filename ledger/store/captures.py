@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,14 +212,3 @@ async def read_capture_view(
             )
         )
     return CaptureView(state=_state_from_row(rows[0]), calls=calls)
-
-
-async def rollouts_with_capture_state(conn: AsyncConnection) -> AsyncIterator[str]:
-    """Every rollout id that has capture state (for mirror verify and rebuild)."""
-    result = await conn.stream(
-        select(capture_state.c.rollout_id)
-        .order_by(capture_state.c.rollout_id)
-        .execution_options(yield_per=1000)
-    )
-    async for row in result:
-        yield row.rollout_id

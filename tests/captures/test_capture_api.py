@@ -163,7 +163,11 @@ async def test_incomplete_marker_and_clear(client: httpx.AsyncClient) -> None:
     assert marked.status_code == 201 and marked.json()["incomplete"] is True
     assert (await client.post("/v1/rollouts/r1/model-calls/incomplete")).status_code == 200
     gaps = (await client.get("/v1/rollouts/r1/ng_model_call_capture")).json()["gaps"]
-    # A marker alone is evidence (Gym: the marker file exists), so no_records is not reported.
+    # A marker without any line: Gym reports both no_records and incomplete.
+    assert [g["code"] for g in gaps] == [
+        "model_call_capture_no_records",
+        "model_call_capture_incomplete",
+    ]
     assert gaps == capture_gaps(
         has_evidence=True, record_count=0, damaged_count=0, incomplete=True, pending=False
     )
@@ -198,13 +202,17 @@ async def test_pending_calls_report_a_gap_until_captured_or_withdrawn(
     ]
     assert codes == ["model_call_capture_pending"]
     await _append(client, "r1", chat_exchange(model_call_id="in-flight"))
-    withdrawn = await client.delete("/v1/rollouts/r1/model-calls/pending/other")
+    withdrawn = await client.delete(
+        "/v1/rollouts/r1/model-calls/pending", params={"model_call_id": "other"}
+    )
     assert withdrawn.json()["withdrawn"] is True
     assert "gaps" not in (await client.get("/v1/rollouts/r1/ng_model_call_capture")).json()
     late = await client.post("/v1/rollouts/r1/model-calls/pending", json={"model_call_id": "done"})
     assert late.status_code == 200 and late.json()["pending"] is False
     bad = await client.post("/v1/rollouts/r1/model-calls/pending", json={"id": "x"})
     assert bad.status_code == 422
+    no_id = await client.delete("/v1/rollouts/r1/model-calls/pending")
+    assert no_id.status_code == 422 and "model_call_id" in no_id.text
 
 
 async def test_batch_gives_one_result_per_item(client: httpx.AsyncClient) -> None:
@@ -265,3 +273,12 @@ async def test_oversized_bodies_are_413_and_tokens_are_enforced(
             attachment = await http.get(reads, headers=read)
             assert attachment.status_code == 200
             assert attachment.json()["metrics"]["num_calls"] == 1
+
+
+async def test_openapi_documents_the_capture_routes(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    paths = schema["paths"]
+    assert "requestBody" in paths["/v1/rollouts/{rollout_id}/model-calls"]["post"]
+    assert "/v1/model-calls/batch" in paths
+    assert "/v1/rollouts/{rollout_id}/ng_model_call_capture" in paths
+    assert set(paths["/v1/rollouts/{rollout_id}/model-calls/pending"]) == {"post", "delete"}

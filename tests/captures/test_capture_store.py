@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+
 import pytest
+from sqlalchemy.engine import make_url
 
 from ledger.events import default_catalogue
 from ledger.events.rollout import ROLLOUT_DELETED
@@ -72,3 +76,26 @@ async def test_sql_views_give_normalised_columns_and_null_aware_sums(
     attachment = await captures.attachment("r1", payloads=False)
     assert attachment["metrics"]["tokens_in"] == 137
     assert attachment["metrics"]["tokens_reasoning"] is None
+
+
+async def test_views_answer_from_the_databases_own_shell(
+    store: LedgerStore, captures: CaptureService, database_url: str
+) -> None:
+    """Plain ``sqlite3`` / ``psql``, no ledger code in between."""
+    await captures.append("r1", chat_exchange(model_call_id="a", prompt_tokens=10))
+    await captures.append("r1", messages_exchange(model_call_id="b"))
+    query = "SELECT rollout_id, num_calls, tokens_in FROM rollout_model_call_metrics"
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        command = ["sqlite3", "-readonly", str(url.database), query]
+    else:
+        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        command = ["psql", dsn, "-At", "-F", "|", "-c", query]
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{command[0]} is not installed")
+    shell = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, errors = await shell.communicate()
+    assert shell.returncode == 0, errors.decode()
+    assert out.decode().strip() == "r1|2|137"

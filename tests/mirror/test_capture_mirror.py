@@ -13,12 +13,14 @@ from ledger.bootstrap import Ledger
 from ledger.cli import main
 from ledger.config import Settings
 from ledger.events import default_catalogue
+from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.mirror.areas import default_areas
 from ledger.mirror.follower import build_follower
 from ledger.mirror.sync import compare_mirror, snapshot
 from ledger.service.captures import CaptureService
 from ledger.store.mirror import write_checkpoint
 from ledger.store.projections import default_projectors
+from ledger.store.records import NewEvent
 from ledger.store.store import LedgerStore
 from ledger.store.transaction import WriteTransaction
 from tests.support.exchanges import (
@@ -151,3 +153,29 @@ async def test_verify_and_rebuild_commands(
     assert "removed model-calls/stray.capture.jsonl" in rebuilt.output
     again = await _cli(settings, "mirror", "verify")
     assert again.exit_code == 0, again.output
+
+
+async def test_delete_ends_the_generation_in_the_mirror(database_url: str, tmp_path: Path) -> None:
+    mirror_dir = tmp_path / "mirror"
+    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    await store.open()
+    follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+    await follower.start()
+    try:
+        captures = CaptureService(store)
+        await captures.append("r1", chat_exchange(model_call_id="old"))
+        await captures.mark_incomplete("r1")
+        await wait_for_mirror(store)
+        directory = mirror_dir / "model-calls"
+        assert (directory / "r1.capture.incomplete").exists()
+        await store.append(NewEvent(ROLLOUT_DELETED, {"had_rows": True}, rollout_id="r1"))
+        await wait_for_mirror(store)
+        assert sorted(p.name for p in directory.iterdir()) == []
+        await captures.append("r1", chat_exchange(model_call_id="new"))
+        await wait_for_mirror(store)
+        served = (await captures.model_calls("r1", payloads=True))["calls"]
+        assert gym_strict_records(directory / "r1.capture.jsonl") == served
+        assert [c["model_call_id"] for c in served] == ["new"]
+    finally:
+        await follower.stop()
+        await store.close()

@@ -11,7 +11,11 @@ from pydantic import BaseModel, ConfigDict
 
 from ledger.api.auth import IngestAuth, ReadAuth
 from ledger.api.deps import LedgerDep, RolloutIdDep
-from ledger.contract.capture_lines import CaptureExchange, ModelCallId
+from ledger.contract.capture_lines import (
+    MAX_MODEL_CALL_ID_LENGTH,
+    CaptureExchange,
+    ModelCallId,
+)
 from ledger.errors import InvalidPayload
 from ledger.service.captures import MAX_BATCH_ITEMS, MarkerReceipt
 
@@ -121,9 +125,12 @@ async def announce_pending_call(
     return _marker(receipt, "pending", model_call_id=call.model_call_id)
 
 
-@router.delete("/rollouts/{rollout_id}/model-calls/pending/{model_call_id}")
+@router.delete("/rollouts/{rollout_id}/model-calls/pending")
 async def withdraw_pending_call(
-    ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, model_call_id: str
+    ledger: LedgerDep,
+    _auth: IngestAuth,
+    rollout_id: RolloutIdDep,
+    model_call_id: Annotated[str, Query(min_length=1, max_length=MAX_MODEL_CALL_ID_LENGTH)],
 ) -> JSONResponse:
     """Withdraw an announcement (the call will never be captured)."""
     receipt = await ledger.captures.withdraw_pending(rollout_id, model_call_id)

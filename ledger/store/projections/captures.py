@@ -24,7 +24,7 @@ from ledger.events.capture import (
     MODEL_CALL_DAMAGED,
 )
 from ledger.events.rollout import ROLLOUT_DELETED
-from ledger.store.captures import CaptureState, find_call, is_pending, load_state
+from ledger.store.captures import CaptureState, is_pending, load_state
 from ledger.store.projections.base import Projector
 from ledger.store.records import StoredEvent
 from ledger.store.schema.captures import capture_calls, capture_pending, capture_state
@@ -219,4 +219,4 @@ def projectors() -> list[Projector]:
     return [CapturesProjector()]
 
 
-__all__ = ["CapturesProjector", "call_columns", "exchange_sha256", "find_call", "projectors"]
+__all__ = ["CapturesProjector", "call_columns", "exchange_sha256", "projectors"]
