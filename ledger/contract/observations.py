@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 JsonObject = dict[str, Any]
 
@@ -22,6 +22,19 @@ TOOL_TIMING_ORDER = "completed_at must not be earlier than started_at"
 class ObservationModel(BaseModel):
     # NaN/Infinity are refused: they are not JSON and could not be stored or hashed.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Pydantic runs model validators after storing the new value, so a refused assignment
+        # would leave the model invalid; put the previous value back before re-raising.
+        if name not in type(self).model_fields:
+            super().__setattr__(name, value)
+            return
+        previous = self.__dict__.get(name)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            self.__dict__[name] = previous
+            raise
 
 
 class ModelServerRef(ObservationModel):
