@@ -174,7 +174,9 @@ class _Builder:
         self.invocations.extend(
             invocation for invocation in bundle.invocations if invocation.invocation_id not in known
         )
-        outputs = _conversation_outputs(self.invocations)
+        # The trajectory's invocations first, then the observed ones: an observed conversation
+        # still supplies outputs when the producer's copy of that invocation was kept.
+        outputs = _conversation_outputs([*self.invocations, *bundle.invocations])
         positions = {
             (tool.invocation_id, tool.tool_call_id): position
             for position, tool in reversed(list(enumerate(self.tool_calls)))
