@@ -11,6 +11,7 @@ from pathlib import Path
 from ledger.config import Settings
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
+from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
 from ledger.store.projections import default_projectors
 from ledger.store.store import LedgerStore
@@ -52,6 +53,7 @@ class Ledger:
     store: LedgerStore
     core: CoreService
     control_token: str
+    captures: CaptureService
 
     async def close(self) -> None:
         await self.store.close()
@@ -82,4 +84,5 @@ async def open_ledger(settings: Settings) -> Ledger:
         store=store,
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
+        captures=CaptureService(store),
     )

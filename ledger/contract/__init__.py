@@ -1,1 +1,1 @@
-"""Gym's shapes and pure rules (no I/O): captures, lineage, observations, trajectory and perf."""
+"""Gym's shapes and pure rules, no I/O (model-call records, capture lines, attachments)."""
