@@ -159,13 +159,22 @@ def parse_capture_text(
 
 
 def parse_capture_text_strict(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:
-    """Gym's strict read: blank lines skipped; any malformed line raises ValueError."""
+    """Gym's strict read: blank lines skipped; any malformed line raises ValueError.
+
+    Text that is not JSON raises ``json.JSONDecodeError`` (a ValueError); a line that is not
+    UTF-8, not an object, or uses NaN/Infinity raises a plain ValueError. Messages name the line
+    number (1-based, blank lines included).
+    """
     exchanges: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if _is_blank(line):
             continue
         try:
             exchanges.append(_load_object(_decode_line(line)))
+        except json.JSONDecodeError as error:
+            # Stays a JSONDecodeError (as in Gym's strict read), now naming the line.
+            message = f"capture line {number} is malformed: {error.msg}"
+            raise json.JSONDecodeError(message, error.doc, error.pos) from error
         except ValueError as error:
             raise ValueError(f"capture line {number} is malformed: {error}") from error
     return exchanges
