@@ -13,6 +13,7 @@ from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
 from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
+from ledger.service.observations import ObservationService
 from ledger.store.projections import default_projectors
 from ledger.store.store import LedgerStore
 
@@ -54,6 +55,7 @@ class Ledger:
     core: CoreService
     control_token: str
     captures: CaptureService
+    observations: ObservationService
 
     async def close(self) -> None:
         await self.store.close()
@@ -85,4 +87,5 @@ async def open_ledger(settings: Settings) -> Ledger:
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
         captures=CaptureService(store),
+        observations=ObservationService(store),
     )

@@ -13,7 +13,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 from ledger.contract.observations import ObservationGap
 from ledger.ids import ROLLOUT_ID_PATTERN, split_transport_rollout_id
@@ -37,7 +45,10 @@ IDENTITY_KEYS = (
 class RolloutResult(BaseModel):
     """Input of ``POST /v1/rollouts/{id}/result``; the ``_ng_*`` keys are spelled as in Gym."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    # Serialised by alias: the ``_ng_*`` keys are stored and returned as Gym spells them.
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, allow_inf_nan=False, serialize_by_alias=True
+    )
 
     task_id: StrictStr | StrictInt | None = None
     problem_id: StrictStr | StrictInt | None = None
@@ -46,10 +57,18 @@ class RolloutResult(BaseModel):
     rollout_index: StrictInt | None = Field(default=None, alias="_ng_rollout_index", ge=0)
     attempt_index: StrictInt | None = Field(default=None, alias="_ng_attempt_index", ge=0)
     explicit_rollout_id: StrictStr | None = Field(default=None, alias="_ng_rollout_id")
-    resolved: bool | None = None
-    latency_ms: float | None = Field(default=None, ge=0)
+    resolved: StrictBool | None = None
+    # An int stays an int: ``ng_perf.total_latency_ms`` repeats the value as measured.
+    latency_ms: int | float | None = Field(default=None, ge=0)
     ng_trajectory: dict[str, Any] | None = None
     gaps: list[ObservationGap] = Field(default_factory=list)
+
+    @field_validator("latency_ms", mode="before")
+    @classmethod
+    def _check_latency(cls, value: object) -> object:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError("latency_ms must be a number of milliseconds")
+        return value
 
     @field_validator("explicit_rollout_id")
     @classmethod
@@ -59,11 +78,11 @@ class RolloutResult(BaseModel):
         return value
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", exclude_none=True)
 
     def identity_fields(self) -> dict[str, Any]:
         """The row identity Gym copies onto the result, in Gym's key order, nulls left out."""
-        dumped = self.model_dump(mode="json", by_alias=True)
+        dumped = self.model_dump(mode="json")
         return {key: dumped[key] for key in IDENTITY_KEYS if dumped[key] is not None}
 
 
