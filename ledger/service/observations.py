@@ -7,11 +7,13 @@ transaction); reads are one lookup of the stored record.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.canonical import canonical_json
 from ledger.contract.export_view import export_view
@@ -174,25 +176,38 @@ class ObservationService:
         async with self._store.read() as conn:
             return await count_exported(conn, selection)
 
-    async def export_lines(
+    def export_lines(
         self, selection: ExportFilter, *, view: RecordView = "stored"
     ) -> AsyncIterator[str]:
-        """Enriched records as JSONL lines (with newline), page by page: constant memory.
+        return export_lines(
+            self._store.read, selection, view=view, page_size=self._export_page_size
+        )
 
-        Each page is read in its own snapshot; pages follow ``last_seq``, so a record that
-        changes during the export is emitted again later with its new content, never lost.
-        """
-        after = selection.after_seq
-        while True:
-            async with self._store.read() as conn:
-                page = await export_page(
-                    conn, selection, after_seq=after, limit=self._export_page_size
-                )
-            for item in page:
-                if view == "export":
-                    yield compact_json(export_view(json.loads(item.record))) + "\n"
-                else:
-                    yield item.record + "\n"
-            if len(page) < self._export_page_size:
-                return
-            after = page[-1].last_seq
+
+ReadConnection = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+
+
+async def export_lines(
+    read: ReadConnection,
+    selection: ExportFilter,
+    *,
+    view: RecordView = "stored",
+    page_size: int = 500,
+) -> AsyncIterator[str]:
+    """Enriched records as JSONL lines (newline included), page by page: constant memory.
+
+    Each page is read in its own snapshot and pages follow ``last_seq``, so a record that
+    changes during the export is emitted again later with its new content, never lost.
+    """
+    after = selection.after_seq
+    while True:
+        async with read() as conn:
+            page = await export_page(conn, selection, after_seq=after, limit=page_size)
+        for item in page:
+            if view == "export":
+                yield compact_json(export_view(json.loads(item.record))) + "\n"
+            else:
+                yield item.record + "\n"
+        if len(page) < page_size:
+            return
+        after = page[-1].last_seq
