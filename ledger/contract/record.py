@@ -60,11 +60,16 @@ def payloads_redacted(evidence: RolloutEvidence) -> bool:
 def _capture_attachment(evidence: RolloutEvidence, *, redacted: bool) -> dict[str, Any] | None:
     if evidence.capture is None:
         return None
-    capture = copy.deepcopy(dict(evidence.capture))
+    # Shallow copies are enough: the pipeline replaces lists and removes call keys, but never
+    # changes a nested value (and deep-copying payloads would dominate the projection's cost).
+    capture = dict(evidence.capture)
     calls = capture.get("calls")
-    if redacted and isinstance(calls, list):
+    if isinstance(calls, list):
         capture["calls"] = [
-            without_payloads(call) if isinstance(call, Mapping) else call for call in calls
+            (without_payloads(call) if redacted else dict(call))
+            if isinstance(call, Mapping)
+            else call
+            for call in calls
         ]
     return capture
 

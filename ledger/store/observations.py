@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, func, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import BindParameter
 
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.contract.model_calls import ModelCallRecord
@@ -33,6 +34,42 @@ def compact_json(value: Any) -> str:
 
 
 # ---- the projection's side (sync, inside the append transaction) ---------------------------
+#
+# Statements are built once with bind parameters: the projection runs on every capture append,
+# and building a SQLAlchemy statement per call costs more than executing it.
+
+_ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
+_GENERATION: BindParameter[int] = bindparam("p_generation")
+_SELECT_INPUTS = select(
+    observation_records.c.generation,
+    observation_records.c.bundle_seq,
+    observation_records.c.bundle,
+    observation_records.c.result_seq,
+    observation_records.c.result,
+).where(observation_records.c.rollout_id == _ROLLOUT)
+_SELECT_CALLS = (
+    select(observation_calls.c.call)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_INSERT_CALL = insert(observation_calls)
+_DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
+_DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
+_RECORD_COLUMNS = [
+    column.name for column in observation_records.columns if column.name != "rollout_id"
+]
+_INSERT_RECORD = insert(observation_records)
+_UPDATE_RECORD = (
+    update(observation_records)
+    .where(observation_records.c.rollout_id == _ROLLOUT)
+    .values({name: bindparam(name) for name in _RECORD_COLUMNS})
+)
+_INSERT_TOOL_CALLS = insert(observation_tool_calls)
+_INSERT_GAPS = insert(observation_gaps)
+_DELETE_BY_ROLLOUT = {
+    table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
+}
 
 
 @dataclass(frozen=True)
@@ -48,15 +85,7 @@ class RecordInputs:
 
 
 def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
-    row = conn.execute(
-        select(
-            observation_records.c.generation,
-            observation_records.c.bundle_seq,
-            observation_records.c.bundle,
-            observation_records.c.result_seq,
-            observation_records.c.result,
-        ).where(observation_records.c.rollout_id == rollout_id)
-    ).first()
+    row = conn.execute(_SELECT_INPUTS, {"p_rollout_id": rollout_id}).first()
     if row is None:
         return RecordInputs(generation=generation)
     if row.generation != generation:
@@ -76,25 +105,28 @@ def store_call(
     conn: Connection, rollout_id: str, generation: int, call_index: int, call: Mapping[str, Any]
 ) -> None:
     conn.execute(
-        insert(observation_calls).values(
-            rollout_id=rollout_id,
-            generation=generation,
-            call_index=call_index,
-            call=compact_json(call),
-        )
+        _INSERT_CALL,
+        {
+            "rollout_id": rollout_id,
+            "generation": generation,
+            "call_index": call_index,
+            "call": compact_json(call),
+        },
     )
 
 
 def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
-    statement = delete(observation_calls).where(observation_calls.c.rollout_id == rollout_id)
-    if generation is not None:
-        statement = statement.where(observation_calls.c.generation == generation)
-    conn.execute(statement)
+    if generation is None:
+        conn.execute(_DELETE_CALLS, {"p_rollout_id": rollout_id})
+    else:
+        conn.execute(
+            _DELETE_GENERATION_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
+        )
 
 
 def forget_rollout(conn: Connection, rollout_id: str) -> None:
-    for table in AREA_TABLES:
-        conn.execute(delete(table).where(table.c.rollout_id == rollout_id))
+    for statement in _DELETE_BY_ROLLOUT.values():
+        conn.execute(statement, {"p_rollout_id": rollout_id})
 
 
 def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:
@@ -104,10 +136,7 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
     the merge gaps from the capture projection's ``capture_state`` row.
     """
     rows = conn.execute(
-        select(observation_calls.c.call)
-        .where(observation_calls.c.rollout_id == rollout_id)
-        .where(observation_calls.c.generation == generation)
-        .order_by(observation_calls.c.call_index)
+        _SELECT_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
     ).all()
     records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
     state = load_state(conn, rollout_id, generation)
@@ -179,18 +208,14 @@ def write_record(
         **_perf_columns(projected.record),
     }
     if inputs.stored:
-        conn.execute(
-            update(observation_records)
-            .where(observation_records.c.rollout_id == rollout_id)
-            .values(**values)
-        )
+        conn.execute(_UPDATE_RECORD, {**values, "p_rollout_id": rollout_id})
     else:
-        conn.execute(insert(observation_records).values(rollout_id=rollout_id, **values))
+        conn.execute(_INSERT_RECORD, {**values, "rollout_id": rollout_id})
     for table in (observation_tool_calls, observation_gaps):
-        conn.execute(delete(table).where(table.c.rollout_id == rollout_id))
+        conn.execute(_DELETE_BY_ROLLOUT[table.name], {"p_rollout_id": rollout_id})
     if projected.tool_calls:
         conn.execute(
-            insert(observation_tool_calls),
+            _INSERT_TOOL_CALLS,
             [
                 {
                     "rollout_id": rollout_id,
@@ -212,7 +237,7 @@ def write_record(
         )
     if projected.gaps:
         conn.execute(
-            insert(observation_gaps),
+            _INSERT_GAPS,
             [
                 {
                     "rollout_id": rollout_id,
