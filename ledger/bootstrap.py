@@ -11,6 +11,7 @@ from pathlib import Path
 from ledger.config import Settings
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
+from ledger.mirror.follower import MirrorFollower, build_follower
 from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
 from ledger.service.observations import ObservationService
@@ -56,8 +57,11 @@ class Ledger:
     control_token: str
     captures: CaptureService
     observations: ObservationService
+    mirror: MirrorFollower | None = None
 
     async def close(self) -> None:
+        if self.mirror is not None:
+            await self.mirror.stop()
         await self.store.close()
 
 
@@ -80,6 +84,12 @@ async def open_ledger(settings: Settings) -> Ledger:
     metrics = LedgerMetrics()
     store = build_store(settings, metrics)
     await store.open()
+    mirror = None
+    if settings.mirror_enabled:
+        mirror = build_follower(
+            store=store, mirror_dir=settings.resolved_mirror_dir, metrics=metrics
+        )
+        await mirror.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
@@ -88,4 +98,5 @@ async def open_ledger(settings: Settings) -> Ledger:
         control_token=control_token,
         captures=CaptureService(store),
         observations=ObservationService(store),
+        mirror=mirror,
     )

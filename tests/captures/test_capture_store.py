@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from ledger.events import default_catalogue
@@ -18,8 +16,8 @@ from tests.support.exchanges import chat_exchange, failed_exchange, messages_exc
 
 
 @pytest.fixture
-async def captures(store: LedgerStore) -> AsyncIterator[CaptureService]:
-    yield CaptureService(store)
+def captures(store: LedgerStore) -> CaptureService:
+    return CaptureService(store)
 
 
 async def test_projections_rebuild_identically_after_every_kind_of_event(
