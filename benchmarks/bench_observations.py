@@ -36,6 +36,7 @@ from ledger.store.store import LedgerStore
 from ledger.store.transaction import WriteTransaction
 from tests.support.server import ServerProcess
 
+# Usage: scripts/bench observations [--quick] [--rollouts=N] [--reads=N] [--database-url=URL]
 DESCRIPTION = "record read p50/p99 over HTTP and export records/s, with N rollouts stored"
 TARGET = "bench-target"
 MODEL_REF = {"type": "responses_api_models", "name": "policy"}

@@ -14,7 +14,6 @@ from typing import Any
 from ledger.contract.observations import ModelCallRef, ModelServerRef
 
 MODEL_SERVER_TYPE = "responses_api_models"
-PAYLOAD_KEYS = ("request", "response", "request_raw", "response_raw")
 
 
 def _string(value: object) -> str | None:

@@ -9,11 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ledger.contract.capture_calls import PAYLOAD_KEYS
-
-
-def without_payloads(call: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in call.items() if key not in PAYLOAD_KEYS}
+from ledger.contract.capture_attachment import strip_payloads
 
 
 def export_view(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -26,7 +22,7 @@ def export_view(record: Mapping[str, Any]) -> dict[str, Any]:
         calls = exported.get("calls")
         if isinstance(calls, list):
             exported["calls"] = [
-                without_payloads(call) for call in calls if isinstance(call, Mapping)
+                strip_payloads(call) for call in calls if isinstance(call, Mapping)
             ]
         else:
             exported.pop("calls", None)

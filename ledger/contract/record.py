@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.contract.export_view import without_payloads
+from ledger.contract.capture_attachment import strip_payloads
 from ledger.contract.join import join_model_call_observations
 from ledger.contract.observations import AgentObservationBundle, ObservationGap, gap_dump
 from ledger.contract.perf import build_ng_perf
@@ -66,7 +66,7 @@ def _capture_attachment(evidence: RolloutEvidence, *, redacted: bool) -> dict[st
     calls = capture.get("calls")
     if isinstance(calls, list):
         capture["calls"] = [
-            (without_payloads(call) if redacted else dict(call))
+            (strip_payloads(call) if redacted else dict(call))
             if isinstance(call, Mapping)
             else call
             for call in calls
@@ -128,8 +128,7 @@ def _attach_trajectory(
     record["ng_trajectory"] = trajectory.model_dump(mode="json")
     if isinstance(capture, dict) and isinstance(capture.get("calls"), list):
         capture["calls"] = [
-            without_payloads(call) if isinstance(call, Mapping) else call
-            for call in capture["calls"]
+            strip_payloads(call) if isinstance(call, Mapping) else call for call in capture["calls"]
         ]
 
 
