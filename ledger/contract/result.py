@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from ledger.contract.observations import ObservationGap
-from ledger.ids import ROLLOUT_ID_PATTERN, split_transport_rollout_id
+from ledger.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN, split_transport_rollout_id
 
 ROLLOUT_ID_MESSAGE = (
     "_ng_rollout_id must be a string of letters, digits, dots, dashes or underscores "
@@ -42,6 +42,11 @@ IDENTITY_KEYS = (
 )
 
 
+# Task ids are indexed for export filters; the bound keeps them indexable on every backend.
+MAX_TASK_KEY_LENGTH = 1000
+TaskKey = Annotated[StrictStr, Field(max_length=MAX_TASK_KEY_LENGTH)] | StrictInt
+
+
 class RolloutResult(BaseModel):
     """Input of ``POST /v1/rollouts/{id}/result``; the ``_ng_*`` keys are spelled as in Gym."""
 
@@ -50,13 +55,15 @@ class RolloutResult(BaseModel):
         extra="forbid", validate_assignment=True, allow_inf_nan=False, serialize_by_alias=True
     )
 
-    task_id: StrictStr | StrictInt | None = None
-    problem_id: StrictStr | StrictInt | None = None
-    instance_id: StrictStr | StrictInt | None = None
+    task_id: TaskKey | None = None
+    problem_id: TaskKey | None = None
+    instance_id: TaskKey | None = None
     task_index: StrictInt | None = Field(default=None, alias="_ng_task_index", ge=0)
     rollout_index: StrictInt | None = Field(default=None, alias="_ng_rollout_index", ge=0)
     attempt_index: StrictInt | None = Field(default=None, alias="_ng_attempt_index", ge=0)
-    explicit_rollout_id: StrictStr | None = Field(default=None, alias="_ng_rollout_id")
+    explicit_rollout_id: StrictStr | None = Field(
+        default=None, alias="_ng_rollout_id", max_length=MAX_ROLLOUT_ID_LENGTH
+    )
     resolved: StrictBool | None = None
     # An int stays an int: ``ng_perf.total_latency_ms`` repeats the value as measured.
     latency_ms: int | float | None = Field(default=None, ge=0)

@@ -284,6 +284,8 @@ def test_result_uses_gym_keys_and_refuses_unknown_ones() -> None:
         ({"latency_ms": -5}, "greater than or equal to 0"),
         ({"latency_ms": float("nan")}, "finite"),
         ({"task_id": True}, "task_id"),
+        ({"task_id": "t" * 1001}, "at most 1000 characters"),
+        ({"_ng_rollout_id": "r" * 201}, "at most 200 characters"),
         ({"gaps": [{"detail": "x"}]}, "code"),
     ],
 )
