@@ -16,6 +16,7 @@ from ledger.contract.capture_calls import CapturedCall, captured_calls
 from ledger.contract.observations import (
     AgentInvocation,
     AgentObservationBundle,
+    AgentObservationRecord,
     ContextCompactionObservation,
     ModelCallRef,
     ObservationGap,
@@ -67,18 +68,16 @@ def _ref_label(ref: ModelCallRef) -> str:
 
 
 def _auto_attach_sessions(
-    invocations: dict[str, AgentInvocation], calls: list[CapturedCall]
+    refs_by_invocation: dict[str, list[ModelCallRef]], calls: list[CapturedCall]
 ) -> None:
     """Step 1: a call whose ``client_session_id`` names an invocation belongs to it."""
     for call in calls:
         if call.client_session_id is None or call.model_call_id is None:
             continue
-        invocation = invocations.get(call.client_session_id)
-        if invocation is None:
+        refs = refs_by_invocation.get(call.client_session_id)
+        if refs is None or any(denotes(ref, call) for ref in refs):
             continue
-        if any(denotes(ref, call) for ref in invocation.model_calls):
-            continue
-        invocation.model_calls = [*invocation.model_calls, call.canonical_ref()]
+        refs.append(call.canonical_ref())
 
 
 def _is_recomputed_gap(gap: ObservationGap) -> bool:
@@ -115,22 +114,22 @@ class _Join:
         self.gap(code, invocation_id, prefix + _ref_label(ref))
         return None
 
-    def invocation(self, invocation: AgentInvocation) -> None:
+    def invocation(self, invocation_id: str, refs: list[ModelCallRef]) -> list[ModelCallRef]:
         """Step 5: each uniquely matched, not yet owned call becomes this invocation's."""
         resolved: list[ModelCallRef] = []
-        for ref in invocation.model_calls:
-            call = self.unique(ref, invocation.invocation_id)
+        for ref in refs:
+            call = self.unique(ref, invocation_id)
             if call is None:
                 resolved.append(ref)
             elif call.position in self.owner:
-                self.gap(REFERENCE_CONFLICT, invocation.invocation_id, call.label)
+                self.gap(REFERENCE_CONFLICT, invocation_id, call.label)
                 resolved.append(ref)
             else:
-                self.owner[call.position] = invocation.invocation_id
+                self.owner[call.position] = invocation_id
                 resolved.append(call.canonical_ref())
-        invocation.model_calls = resolved
+        return resolved
 
-    def compaction(self, compaction: ContextCompactionObservation) -> None:
+    def compaction(self, compaction: ContextCompactionObservation) -> ContextCompactionObservation:
         """Step 6: a compaction may only name calls its own invocation owns."""
         invocation_id = compaction.invocation_id
         resolved: list[ModelCallRef] = []
@@ -145,12 +144,10 @@ class _Join:
                 code = OWNERSHIP_UNAVAILABLE if owner is None else REFERENCE_CONFLICT
                 self.gap(code, invocation_id, COMPACTION_CALLS_PREFIX + call.label)
                 resolved.append(ref)
-        compaction.model_calls = resolved
-        compaction.before_model_call = self.boundary(
-            compaction.before_model_call, invocation_id, "before_model_call"
-        )
-        compaction.after_model_call = self.boundary(
-            compaction.after_model_call, invocation_id, "after_model_call"
+        before = self.boundary(compaction.before_model_call, invocation_id, "before_model_call")
+        after = self.boundary(compaction.after_model_call, invocation_id, "after_model_call")
+        return compaction.model_copy(
+            update={"model_calls": resolved, "before_model_call": before, "after_model_call": after}
         )
 
     def boundary(
@@ -193,19 +190,31 @@ def dedupe_gaps(gaps: Iterable[ObservationGap]) -> list[ObservationGap]:
 def join_model_call_observations(
     bundle: AgentObservationBundle, calls: Iterable[Mapping[str, Any]]
 ) -> AgentObservationBundle:
-    """Return a new bundle with references canonicalised and join gaps recomputed."""
-    joined = bundle.model_copy(deep=True)
+    """Return a new bundle with references canonicalised and join gaps recomputed.
+
+    The input is not modified; records the join does not change are shared with it (models
+    are copied shallowly: a deep copy of every conversation would dominate the cost).
+    """
     captured = captured_calls(calls)
-    invocations = {invocation.invocation_id: invocation for invocation in joined.invocations}
-    _auto_attach_sessions(invocations, captured)
+    refs_by_invocation = {
+        invocation.invocation_id: list(invocation.model_calls) for invocation in bundle.invocations
+    }
+    _auto_attach_sessions(refs_by_invocation, captured)
     join = _Join(captured)
-    for record in joined.records:
+    resolved = {
+        invocation_id: join.invocation(invocation_id, refs)
+        for invocation_id, refs in refs_by_invocation.items()
+    }
+    records: list[AgentObservationRecord] = []
+    for record in bundle.records:
         if isinstance(record, AgentInvocation):
-            join.invocation(record)
-    for record in joined.records:
-        if isinstance(record, ContextCompactionObservation):
-            join.compaction(record)
+            records.append(
+                record.model_copy(update={"model_calls": resolved[record.invocation_id]})
+            )
+        elif isinstance(record, ContextCompactionObservation):
+            records.append(join.compaction(record))
+        else:
+            records.append(record)
     join.unowned()
-    kept = [gap for gap in joined.gaps if not _is_recomputed_gap(gap)]
-    joined.gaps = dedupe_gaps([*kept, *join.gaps])
-    return joined
+    kept = [gap for gap in bundle.gaps if not _is_recomputed_gap(gap)]
+    return bundle.model_copy(update={"records": records, "gaps": dedupe_gaps([*kept, *join.gaps])})
