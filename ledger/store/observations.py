@@ -18,6 +18,7 @@ from ledger.contract.capture_attachment import build_capture_attachment, capture
 from ledger.contract.model_calls import ModelCallRecord
 from ledger.store.captures import load_state
 from ledger.store.schema import rollouts
+from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
     observation_calls,
     observation_gaps,
@@ -52,6 +53,12 @@ _SELECT_CALLS = (
     .where(observation_calls.c.rollout_id == _ROLLOUT)
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
+)
+_SELECT_POSITION = (
+    select(capture_calls.c.call_index, capture_calls.c.damaged)
+    .where(capture_calls.c.rollout_id == _ROLLOUT)
+    .where(capture_calls.c.generation == _GENERATION)
+    .where(capture_calls.c.seq == bindparam("p_seq"))
 )
 _INSERT_CALL = insert(observation_calls)
 _DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
@@ -99,6 +106,14 @@ def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInp
         result=json.loads(row.result) if row.result is not None else None,
         stored=True,
     )
+
+
+def captured_position(conn: Connection, rollout_id: str, generation: int, seq: int) -> int | None:
+    """The ``call_index`` the capture projector gave the event at ``seq`` (None if damaged)."""
+    row = conn.execute(
+        _SELECT_POSITION, {"p_rollout_id": rollout_id, "p_generation": generation, "p_seq": seq}
+    ).first()
+    return None if row is None or row.damaged else int(row.call_index)
 
 
 def store_call(

@@ -9,9 +9,10 @@ capture projector, so ``capture_state`` and ``capture_calls`` already include th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Table
 
 from ledger.contract.model_calls import build_model_call_record
 from ledger.contract.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
@@ -30,6 +31,7 @@ from ledger.store.observations import (
     AREA_TABLES,
     ProjectedRecord,
     RecordInputs,
+    captured_position,
     forget_calls,
     forget_rollout,
     load_capture_attachment,
@@ -39,7 +41,6 @@ from ledger.store.observations import (
 )
 from ledger.store.projections.base import Projector
 from ledger.store.records import StoredEvent
-from ledger.store.schema.captures import capture_calls
 
 CAPTURE_KINDS = frozenset(
     {
@@ -107,23 +108,9 @@ class ObservationsProjector:
         elif event.kind == CAPTURE_CLEARED:
             forget_calls(conn, rollout_id, event.generation)
         elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
-            inputs = RecordInputs(
-                generation=inputs.generation,
-                bundle_seq=event.seq,
-                bundle=payload["bundle"],
-                result_seq=inputs.result_seq,
-                result=inputs.result,
-                stored=inputs.stored,
-            )
+            inputs = replace(inputs, bundle_seq=event.seq, bundle=payload["bundle"])
         elif event.kind == RESULT_RECORDED and payload is not None:
-            inputs = RecordInputs(
-                generation=inputs.generation,
-                bundle_seq=inputs.bundle_seq,
-                bundle=inputs.bundle,
-                result_seq=event.seq,
-                result=payload,
-                stored=inputs.stored,
-            )
+            inputs = replace(inputs, result_seq=event.seq, result=payload)
         capture = load_capture_attachment(conn, rollout_id, event.generation)
         projected = project(rollout_id, inputs, capture)
         failed = any(
@@ -136,17 +123,12 @@ class ObservationsProjector:
     def _keep_call(self, conn: Connection, event: StoredEvent, payload: dict[str, Any]) -> None:
         """Keep the call's record with payloads, at the position the capture projector gave it."""
         assert event.rollout_id is not None
-        row = conn.execute(
-            select(capture_calls.c.call_index, capture_calls.c.damaged)
-            .where(capture_calls.c.rollout_id == event.rollout_id)
-            .where(capture_calls.c.generation == event.generation)
-            .where(capture_calls.c.seq == event.seq)
-        ).first()
-        if row is None or row.damaged:
+        call_index = captured_position(conn, event.rollout_id, event.generation, event.seq)
+        if call_index is None:  # a damaged position: Gym's merge skips it
             return
-        record = build_model_call_record(payload["exchange"], row.call_index)
+        record = build_model_call_record(payload["exchange"], call_index)
         store_call(
-            conn, event.rollout_id, event.generation, row.call_index, record.model_dump(mode="json")
+            conn, event.rollout_id, event.generation, call_index, record.model_dump(mode="json")
         )
 
 
