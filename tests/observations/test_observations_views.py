@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -250,3 +251,41 @@ async def test_verify_rebuilds_identical_projections(
     assert report.ok, report.differences
     count = await rows(app, "SELECT COUNT(*) AS n FROM observation_records")
     assert count == [{"n": 2 + 0 + 1}]
+
+
+async def test_concurrent_writes_end_in_the_same_record_as_a_rebuild(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """Captures, bundles and results racing for three rollouts: every write lands, the views
+    agree with a rebuild from the log, and each record reflects all of its calls."""
+    bundle = {
+        "source": "agent",
+        "records": [
+            {
+                "kind": "agent_invocation",
+                "invocation_id": "root",
+                "model_calls": [{"model_call_id": f"c{n}"} for n in range(10)],
+                "conversation": [{"type": "message", "role": "user", "content": "q"}],
+            }
+        ],
+    }
+    writes = []
+    for rollout in ("a", "b", "c"):
+        writes += [
+            post_ok(client, f"/v1/rollouts/{rollout}/model-calls", exchange(f"c{n}"))
+            for n in range(10)
+        ]
+        writes.append(post_ok(client, f"/v1/rollouts/{rollout}/observations", bundle))
+        writes.append(post_ok(client, f"/v1/rollouts/{rollout}/result", {"task_id": rollout}))
+    await asyncio.gather(*writes)
+
+    for rollout in ("a", "b", "c"):
+        record = await get_record(client, rollout)
+        assert record["ng_model_call_capture"]["metrics"]["num_calls"] == 10
+        assert record["ng_agent_observations"]["gaps"] == []
+        assert record["ng_perf"]["num_turns"] == 10
+        assert record["ng_perf"]["token_observability_coverage"] == 1.0
+    ledger = ledger_of(app)
+    async with ledger.store.read() as conn:
+        report = await verify_projections(conn, ledger.store.catalogue, ledger.store.projectors)
+    assert report.ok, report.differences
