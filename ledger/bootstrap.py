@@ -15,6 +15,7 @@ from ledger.mirror.follower import MirrorFollower, build_follower
 from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
 from ledger.service.lineage import LineageService
+from ledger.service.observations import ObservationService
 from ledger.store.projections import default_projectors
 from ledger.store.store import LedgerStore
 
@@ -57,6 +58,7 @@ class Ledger:
     control_token: str
     captures: CaptureService
     lineage: LineageService
+    observations: ObservationService
     mirror: MirrorFollower | None = None
 
     async def close(self) -> None:
@@ -98,5 +100,6 @@ async def open_ledger(settings: Settings) -> Ledger:
         control_token=control_token,
         captures=CaptureService(store),
         lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
+        observations=ObservationService(store),
         mirror=mirror,
     )
