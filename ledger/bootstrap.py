@@ -12,7 +12,11 @@ from ledger.config import Settings
 from ledger.errors import UnsafeConfiguration
 from ledger.events import default_catalogue
 from ledger.metrics import LedgerMetrics
+from ledger.mirror.follower import MirrorFollower, build_follower
+from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
+from ledger.service.lineage import LineageService
+from ledger.service.observations import ObservationService
 from ledger.store.projections import default_projectors
 from ledger.store.store import LedgerStore
 
@@ -55,8 +59,14 @@ class Ledger:
     store: LedgerStore
     core: CoreService
     control_token: str
+    captures: CaptureService
+    lineage: LineageService
+    observations: ObservationService
+    mirror: MirrorFollower | None = None
 
     async def close(self) -> None:
+        if self.mirror is not None:
+            await self.mirror.stop()
         await self.store.close()
 
 
@@ -79,10 +89,20 @@ async def open_ledger(settings: Settings) -> Ledger:
     metrics = LedgerMetrics()
     store = build_store(settings, metrics)
     await store.open()
+    mirror = None
+    if settings.mirror_enabled:
+        mirror = build_follower(
+            store=store, mirror_dir=settings.resolved_mirror_dir, metrics=metrics
+        )
+        await mirror.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
         store=store,
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
+        captures=CaptureService(store),
+        lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
+        observations=ObservationService(store),
+        mirror=mirror,
     )

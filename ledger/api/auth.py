@@ -1,4 +1,8 @@
-"""Bearer-token checks. Compared in constant time; the header must be exactly ``Bearer <token>``."""
+"""Bearer-token checks. Compared in constant time; the header must be exactly ``Bearer <token>``.
+
+The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def``
+dependency in a worker thread, a thread hop per request that costs more than the check.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +23,13 @@ def bearer_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
 
-def require_control(request: Request) -> None:
+async def require_control(request: Request) -> None:
     ledger = get_ledger(request)
     if not bearer_matches(request.headers.get("authorization"), ledger.control_token):
         raise Unauthorized(CONTROL_UNAUTHORIZED)
 
 
-def require_ingest(request: Request) -> None:
+async def require_ingest(request: Request) -> None:
     token = get_ledger(request).settings.ingest_token
     if token is not None and not bearer_matches(
         request.headers.get("authorization"), token.get_secret_value()
@@ -33,7 +37,7 @@ def require_ingest(request: Request) -> None:
         raise Unauthorized("missing or invalid ingest bearer token")
 
 
-def require_read(request: Request) -> None:
+async def require_read(request: Request) -> None:
     token = get_ledger(request).settings.read_token
     if token is not None and not bearer_matches(
         request.headers.get("authorization"), token.get_secret_value()

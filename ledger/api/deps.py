@@ -15,10 +15,15 @@ def get_ledger(request: Request) -> Ledger:
     return ledger
 
 
-def valid_rollout_id(rollout_id: Annotated[str, Path()]) -> str:
+async def ledger_dependency(request: Request) -> Ledger:
+    # async def: FastAPI would run a plain def dependency in a worker thread (see api/auth.py).
+    return get_ledger(request)
+
+
+async def valid_rollout_id(rollout_id: Annotated[str, Path()]) -> str:
     """400 ``Invalid rollout id: '<id>'`` for ids outside Gym's charset (they become file names)."""
     return validate_rollout_id(rollout_id)
 
 
-LedgerDep = Annotated[Ledger, Depends(get_ledger)]
+LedgerDep = Annotated[Ledger, Depends(ledger_dependency)]
 RolloutIdDep = Annotated[str, Depends(valid_rollout_id)]

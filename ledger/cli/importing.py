@@ -5,8 +5,77 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ledger.cli.common import database_options
+from ledger.cli.common import database_options, err, run_async, settings_from
+from ledger.config import Settings
+from ledger.importer.captures import CaptureImportSummary, import_capture_dir, scan_capture_dir
+from ledger.importer.lineage import LineageImportReport, import_lineage_dir
+
+
+def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary:
+    from ledger.bootstrap import build_store
+
+    _files, total = scan_capture_dir(directory)
+
+    async def run() -> CaptureImportSummary:
+        store = build_store(settings)
+        await store.open()
+        try:
+            with Progress(
+                TextColumn("captures"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("captures", total=total)
+                return await import_capture_dir(
+                    store, directory, progress=lambda n: progress.advance(task, n)
+                )
+        finally:
+            await store.close()
+
+    summary = run_async(run)
+    click.echo(
+        f"captures: {summary.files} files, {len(summary.rollouts)} rollouts, "
+        f"{summary.lines} lines: {summary.captured} captured, {summary.damaged} damaged "
+        f"(kept as evidence), {summary.already_present} already present, "
+        f"{summary.markers} incomplete markers"
+    )
+    if summary.conflicting_ids:
+        click.echo(
+            f"captures: {summary.conflicting_ids} lines reuse a model_call_id with a different "
+            "exchange; kept as damaged evidence"
+        )
+    for name in summary.skipped_files:
+        click.echo(f"captures: skipped {name}: not a valid rollout id")
+    return summary
+
+
+def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
+    from ledger.bootstrap import build_store
+
+    async def run() -> LineageImportReport:
+        store = build_store(settings)
+        await store.open()
+        try:
+            with Progress(console=err, transient=True) as progress:
+                task = progress.add_task("lineage ledgers", total=None)
+
+                def advance(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                return await import_lineage_dir(store, directory, progress=advance)
+        finally:
+            await store.close()
+
+    report = run_async(run)
+    for line in report.skipped:
+        err.print(f"skipped {line}")
+    click.echo(report.summary())
+    return report
 
 
 @click.command("import")
@@ -26,7 +95,11 @@ def import_command(ctx: click.Context, capture_dir: Path | None, lineage_dir: Pa
     """Import Gym capture files and/or lineage ledgers; re-running adds nothing."""
     if capture_dir is None and lineage_dir is None:
         raise click.UsageError("give --capture-dir and/or --lineage-dir")
-    raise click.ClickException("import is not available yet")
+    settings = settings_from(ctx)
+    if capture_dir is not None:
+        import_captures(settings, capture_dir)
+    if lineage_dir is not None:
+        import_lineage(settings, lineage_dir)
 
 
 def register(main: click.Group) -> None:

@@ -31,6 +31,8 @@ class MirrorArea(Protocol):
     def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
         """Apply one event to the files in ``directory``; return the paths it changed.
 
+        ``directory`` is ``<mirror-dir>/<name>`` (it may not exist yet: create it when writing).
+
         Appends must be written, flushed and fsynced before returning; the follower fsyncs the
         directory when files were created or removed and then advances its checkpoint.
         """

@@ -1,9 +1,78 @@
-"""The lineage files of the mirror."""
+"""The lineage files of the mirror: Gym's ``FileLineageStore`` layout under ``lineage/``.
+
+``<id>.lineage.jsonl`` holds the rows of the current generation, one compact JSON object with
+sorted keys per line; ``<id>.lineage.retired`` is the empty fence file. Retire writes the fence
+and removes the ledger (as Gym's two phases do); delete removes both. Discarded late rows never
+reach the files, exactly as Gym discards them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.canonical import canonical_json
+from ledger.events.lineage import FAILURE_RECORDED, ROW_RECORDED
+from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.mirror.base import MirrorArea
+from ledger.mirror.files import append_durably, remove_if_present, replace_durably
+from ledger.store.lineage import ledger_view
+from ledger.store.records import StoredEvent
+
+LEDGER_SUFFIX = ".lineage.jsonl"
+FENCE_SUFFIX = ".lineage.retired"
+
+
+def ledger_line(row: dict[str, object]) -> bytes:
+    """One ledger line exactly as Gym appends it: compact JSON, sorted keys, newline."""
+    return (canonical_json(row) + "\n").encode()
+
+
+class LineageMirrorArea:
+    name = "lineage"
+    _KINDS = frozenset({ROW_RECORDED, FAILURE_RECORDED, ROLLOUT_RETIRED, ROLLOUT_DELETED})
+
+    def handles(self, kind: str) -> bool:
+        return kind in self._KINDS
+
+    def file_names(self, rollout_id: str) -> list[str]:
+        return [f"{rollout_id}{LEDGER_SUFFIX}", f"{rollout_id}{FENCE_SUFFIX}"]
+
+    def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
+        if event.rollout_id is None or not self.handles(event.kind):
+            return set()
+        ledger = directory / f"{event.rollout_id}{LEDGER_SUFFIX}"
+        fence = directory / f"{event.rollout_id}{FENCE_SUFFIX}"
+        changed: set[Path] = set()
+        if event.kind in (ROW_RECORDED, FAILURE_RECORDED):
+            if event.payload is None:
+                return changed  # redacted: an ended generation, whose files a delete removed
+            row = event.payload["row"] if event.kind == ROW_RECORDED else event.payload
+            directory.mkdir(parents=True, exist_ok=True)
+            append_durably(ledger, ledger_line(row))
+            changed.add(ledger)
+        elif event.kind == ROLLOUT_RETIRED:
+            directory.mkdir(parents=True, exist_ok=True)
+            # Fence first, then remove the ledger: a crash in between leaves a fenced rollout.
+            replace_durably(fence, b"")
+            changed.add(fence)
+            if remove_if_present(ledger):
+                changed.add(ledger)
+        else:  # ROLLOUT_DELETED
+            for path in (ledger, fence):
+                if remove_if_present(path):
+                    changed.add(path)
+        return changed
+
+    async def expected_files(self, conn: AsyncConnection, rollout_id: str) -> dict[str, bytes]:
+        view = await ledger_view(conn, rollout_id)
+        if view.retired:
+            return {f"{rollout_id}{FENCE_SUFFIX}": b""}
+        if not view.rows:
+            return {}
+        return {f"{rollout_id}{LEDGER_SUFFIX}": b"".join(ledger_line(row) for row in view.rows)}
 
 
 def areas() -> list[MirrorArea]:
-    return []
+    return [LineageMirrorArea()]

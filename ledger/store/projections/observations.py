@@ -1,9 +1,136 @@
-"""Projections of the observations area."""
+"""Projections of the observations area: each rollout's enriched record as a materialized view.
+
+Whenever a capture, an observation bundle or a result of a rollout is appended, the rollout's
+joined observations, ``ng_trajectory`` and ``ng_perf`` are recomputed from scratch (the pure
+functions of ``ledger.contract``) in the same transaction. This projector runs after the
+capture projector, so ``capture_state`` and ``capture_calls`` already include the event.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Connection, Table
+
+from ledger.contract.model_calls import build_model_call_record
+from ledger.contract.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
+from ledger.contract.result import RolloutResult, trajectory_identity
+from ledger.events.capture import (
+    CAPTURE_CLEARED,
+    CAPTURE_MARKED_INCOMPLETE,
+    CAPTURE_PENDING_ANNOUNCED,
+    CAPTURE_PENDING_WITHDRAWN,
+    MODEL_CALL_CAPTURED,
+    MODEL_CALL_DAMAGED,
+)
+from ledger.events.observations import OBSERVATIONS_RECORDED, RESULT_RECORDED
+from ledger.events.rollout import ROLLOUT_DELETED
+from ledger.store.observations import (
+    AREA_TABLES,
+    ProjectedRecord,
+    RecordInputs,
+    captured_position,
+    forget_calls,
+    forget_rollout,
+    load_capture_attachment,
+    load_inputs,
+    store_call,
+    write_record,
+)
 from ledger.store.projections.base import Projector
+from ledger.store.records import StoredEvent
+
+CAPTURE_KINDS = frozenset(
+    {
+        MODEL_CALL_CAPTURED,
+        MODEL_CALL_DAMAGED,
+        CAPTURE_MARKED_INCOMPLETE,
+        CAPTURE_CLEARED,
+        CAPTURE_PENDING_ANNOUNCED,
+        CAPTURE_PENDING_WITHDRAWN,
+    }
+)
+_HANDLED = CAPTURE_KINDS | {OBSERVATIONS_RECORDED, RESULT_RECORDED, ROLLOUT_DELETED}
+GAP_DOCUMENTS = ("ng_model_call_capture", "ng_agent_observations")
+
+
+def _gaps_of(document: object) -> list[Mapping[str, Any]]:
+    if not isinstance(document, Mapping) or not isinstance(document.get("gaps"), list):
+        return []
+    return [gap for gap in document["gaps"] if isinstance(gap, Mapping)]
+
+
+def project(rollout_id: str, inputs: RecordInputs, capture: dict[str, Any]) -> ProjectedRecord:
+    """The enriched record of one rollout generation and the rows the SQL views read."""
+    result = RolloutResult.model_validate(inputs.result) if inputs.result is not None else None
+    record = enrich_record(
+        RolloutEvidence(
+            rollout_id=rollout_id, capture=capture, observations=inputs.bundle, result=result
+        )
+    )
+    identity = trajectory_identity(result, rollout_id)
+    trajectory = record.get("ng_trajectory")
+    if isinstance(trajectory, Mapping):
+        gaps = [("ng_trajectory", gap) for gap in _gaps_of(trajectory)]
+        tool_calls = list(trajectory["tool_calls"])
+    else:
+        gaps = [(name, gap) for name in GAP_DOCUMENTS for gap in _gaps_of(record.get(name))]
+        tool_calls = []
+    return ProjectedRecord(
+        record=record,
+        task_id=identity.task_id,
+        trajectory_rollout_id=identity.rollout_id,
+        tool_calls=tool_calls,
+        gaps=gaps,
+    )
+
+
+class ObservationsProjector:
+    name = "observations"
+    tables: tuple[Table, ...] = AREA_TABLES
+
+    def handles(self, kind: str) -> bool:
+        return kind in _HANDLED
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        rollout_id = event.rollout_id
+        if rollout_id is None:
+            return
+        if event.kind == ROLLOUT_DELETED:
+            forget_rollout(conn, rollout_id)
+            return
+        inputs = load_inputs(conn, rollout_id, event.generation)
+        payload = event.payload
+        if event.kind == MODEL_CALL_CAPTURED and payload is not None:
+            self._keep_call(conn, event, payload)
+        elif event.kind == CAPTURE_CLEARED:
+            forget_calls(conn, rollout_id, event.generation)
+        elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
+            inputs = replace(inputs, bundle_seq=event.seq, bundle=payload["bundle"])
+        elif event.kind == RESULT_RECORDED and payload is not None:
+            inputs = replace(inputs, result_seq=event.seq, result=payload)
+        capture = load_capture_attachment(conn, rollout_id, event.generation)
+        projected = project(rollout_id, inputs, capture)
+        failed = any(
+            gap.get("code") == TRAJECTORY_PROJECTION_FAILED
+            for name in ("ng_trajectory", *GAP_DOCUMENTS)
+            for gap in _gaps_of(projected.record.get(name))
+        )
+        write_record(conn, rollout_id, inputs, projected, seq=event.seq, projection_failed=failed)
+
+    def _keep_call(self, conn: Connection, event: StoredEvent, payload: dict[str, Any]) -> None:
+        """Keep the call's record with payloads, at the position the capture projector gave it."""
+        assert event.rollout_id is not None
+        call_index = captured_position(conn, event.rollout_id, event.generation, event.seq)
+        if call_index is None:  # a damaged position: Gym's merge skips it
+            return
+        record = build_model_call_record(payload["exchange"], call_index)
+        store_call(
+            conn, event.rollout_id, event.generation, call_index, record.model_dump(mode="json")
+        )
 
 
 def projectors() -> list[Projector]:
-    return []
+    return [ObservationsProjector()]

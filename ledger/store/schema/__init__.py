@@ -4,7 +4,7 @@ Each area keeps its tables in its own module; importing this package registers a
 ``metadata`` (which alembic compares against the migrated schema).
 """
 
-from ledger.store.schema import captures, lineage, observations
+from ledger.store.schema import captures, lineage, mirror, observations
 from ledger.store.schema.base import NAMING_CONVENTION, metadata
 from ledger.store.schema.core import events, rollouts
 
@@ -14,6 +14,7 @@ __all__ = [
     "events",
     "lineage",
     "metadata",
+    "mirror",
     "observations",
     "rollouts",
 ]

@@ -1,0 +1,313 @@
+"""Capture ingest over HTTP vs a Gym-style JSONL CaptureStore, and the attachment read latency.
+
+Ingest: a real ``ledger serve`` (uvicorn) on loopback with a fresh SQLite file, realistic ~2 KB
+exchanges, 32 concurrent clients sending single captures, then batches of 100. Baseline, same
+run: 32 threads appending each capture to its rollout's JSONL file with flock + write + fsync,
+exactly Gym's CaptureStore discipline.
+
+Read: ``GET /v1/rollouts/{id}/ng_model_call_capture`` for a 50-call rollout in a database holding
+1,000,000 model calls (``--quick``: 20,000); p50/p99 over sequential requests. The database is
+built once through the store's own append path (big writer batches) and cached under
+``bench-data/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.rawhttp import RawConnection
+from ledger.contract.capture_lines import serialize_capture_line
+from ledger.events import default_catalogue
+from ledger.events.capture import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.store import migrate
+from ledger.store.projections import default_projectors
+from ledger.store.store import LedgerStore
+from ledger.store.transaction import WriteTransaction
+from tests.support.server import ServerProcess
+
+DESCRIPTION = "capture ingest (single, batched) vs flock+fsync JSONL; ng_model_call_capture read"
+
+CLIENTS = 32
+BATCH = 100
+READ_ROLLOUT = "bench-read-target"
+
+
+def exchange(model_call_id: str, *, padding: int = 1500) -> dict[str, Any]:
+    """A realistic chat exchange of about ``padding + 500`` bytes."""
+    return {
+        "model_call_id": model_call_id,
+        "dialect": "chat",
+        "model_ref": {"type": "responses_api_models", "name": "policy_model"},
+        "started_at": 1764400000.25,
+        "completed_at": 1764400001.5,
+        "latency_ms": 1250.5,
+        "latency_ttft_ms": 80.0,
+        "status_code": 200,
+        "error_category": None,
+        "request": {
+            "model": "policy",
+            "messages": [{"role": "user", "content": "x" * (padding // 2)}],
+        },
+        "response": {
+            "id": "chatcmpl-" + model_call_id[:12],
+            "object": "chat.completion",
+            "model": "policy",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "y" * (padding // 2)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200},
+        },
+    }
+
+
+# ---- ingest over HTTP ---------------------------------------------------------------------
+
+
+def _start_server(root: Path, database_url: str) -> ServerProcess:
+    data_dir = root / "data"
+    data_dir.mkdir(exist_ok=True)
+    return ServerProcess(data_dir=data_dir, database_url=database_url).start()
+
+
+async def _single_clients(port: int, per_client: int) -> float:
+    bodies = [
+        [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(per_client)]
+        for _ in range(CLIENTS)
+    ]
+
+    async def client(n: int) -> None:
+        async with RawConnection("127.0.0.1", port) as http:
+            for i, body in enumerate(bodies[n]):
+                status, reply = await http.request(
+                    "POST", f"/v1/rollouts/bench-{n}-{i % 8}/model-calls", body
+                )
+                assert status == 201, reply
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    return time.perf_counter() - started
+
+
+async def _batch_clients(port: int, batches_per_client: int) -> float:
+    bodies = [
+        [
+            json.dumps(
+                {
+                    "items": [
+                        {"rollout_id": f"batch-{n}-{b % 8}", "exchange": exchange(uuid.uuid4().hex)}
+                        for _ in range(BATCH)
+                    ]
+                }
+            ).encode()
+            for b in range(batches_per_client)
+        ]
+        for n in range(CLIENTS)
+    ]
+
+    async def client(n: int) -> None:
+        async with RawConnection("127.0.0.1", port) as http:
+            for body in bodies[n]:
+                status, reply = await http.request("POST", "/v1/model-calls/batch", body)
+                assert status == 200, reply
+                assert all(r["status"] == 201 for r in json.loads(reply)["results"])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    return time.perf_counter() - started
+
+
+def measure_ingest(per_client: int, batches_per_client: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-captures-") as scratch:
+        root = Path(scratch)
+        database_url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
+        asyncio.run(migrate.upgrade(database_url))
+        server = _start_server(root, database_url)
+        try:
+            single_seconds = asyncio.run(_single_clients(server.port, per_client))
+            batch_seconds = asyncio.run(_batch_clients(server.port, batches_per_client))
+        finally:
+            server.stop()
+    single = CLIENTS * per_client / single_seconds
+    batched = CLIENTS * batches_per_client * BATCH / batch_seconds
+    return single, batched
+
+
+# ---- the Gym-style baseline ---------------------------------------------------------------
+
+
+def gym_append(directory: Path, rollout_id: str, line: str) -> None:
+    """Gym's CaptureStore append: open, exclusive flock, write, flush, fsync, unlock."""
+    with (directory / f"{rollout_id}.capture.jsonl").open("a", encoding="utf-8") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def measure_baseline(per_writer: int) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-gym-") as scratch:
+        directory = Path(scratch)
+
+        def writer(n: int) -> None:
+            for i in range(per_writer):
+                line = serialize_capture_line(exchange(uuid.uuid4().hex))
+                gym_append(directory, f"bench-{n}-{i % 8}", line)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(CLIENTS)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        seconds = time.perf_counter() - started
+    return CLIENTS * per_writer / seconds
+
+
+# ---- the read ----------------------------------------------------------------------------
+
+
+def _bulk_command(rollouts: list[tuple[str, dict[str, Any]]]) -> Callable[[WriteTransaction], int]:
+    def command(tx: WriteTransaction) -> int:
+        for rollout_id, body in rollouts:
+            tx.append(
+                MODEL_CALL_CAPTURED,
+                ModelCallCaptured.model_construct(
+                    model_call_id=body["model_call_id"], exchange=body
+                ),
+                rollout_id=rollout_id,
+            )
+        return len(rollouts)
+
+    return command
+
+
+async def _build_read_database(database_url: str, calls: int, progress: bool) -> None:
+    await migrate.upgrade(database_url)
+    store = LedgerStore(
+        database_url,
+        default_catalogue(),
+        default_projectors(),
+        synchronous="NORMAL",
+        max_batch=64,
+    )
+    await store.open()
+    try:
+        filler = calls - 50
+        chunk = 2000
+        done = 0
+        started = time.perf_counter()
+        while done < filler:
+            size = min(chunk, filler - done)
+            items = [
+                (f"filler-{(done + i) // 50}", exchange(uuid.uuid4().hex, padding=400))
+                for i in range(size)
+            ]
+            await store.execute(_bulk_command(items))
+            done += size
+            if progress and done % 100_000 < chunk:
+                rate = done / (time.perf_counter() - started)
+                print(f"  built {done:,} calls ({rate:,.0f}/s)", flush=True)
+        target = [(READ_ROLLOUT, exchange(uuid.uuid4().hex)) for _ in range(50)]
+        await store.execute(_bulk_command(target))
+    finally:
+        await store.close()
+
+
+def read_database(calls: int) -> Path:
+    # Keyed by the schema head too: a database built by an older schema is not reused.
+    cache = Path("bench-data") / f"captures-read-{calls}-{migrate.head_revision()}.db"
+    if cache.exists():
+        return cache
+    cache.parent.mkdir(exist_ok=True)
+    building = cache.with_suffix(".building")
+    for stale in cache.parent.glob(building.name + "*"):
+        stale.unlink()
+    print(f"building the read database with {calls:,} model calls (cached in {cache})")
+    asyncio.run(
+        _build_read_database(f"sqlite+aiosqlite:///{building.resolve()}", calls, calls > 100_000)
+    )
+    building.rename(cache)
+    return cache
+
+
+async def _read_latencies(base_url: str, requests: int) -> list[float]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        path = f"/v1/rollouts/{READ_ROLLOUT}/ng_model_call_capture"
+        for _ in range(20):  # warm up connections and caches
+            (await http.get(path)).raise_for_status()
+        latencies = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            reply = await http.get(path)
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert reply.status_code == 200 and len(reply.json()["calls"]) == 50
+    return latencies
+
+
+def measure_read(calls: int, requests: int) -> tuple[float, float]:
+    cache = read_database(calls)
+    with tempfile.TemporaryDirectory(prefix="bench-read-") as scratch:
+        root = Path(scratch)
+        database = root / "ledger.db"
+        shutil.copyfile(cache, database)
+        server = ServerProcess(
+            data_dir=root,
+            database_url=f"sqlite+aiosqlite:///{database}",
+            # The read is what is measured; the mirror would be rewriting a million lines.
+            env={"LEDGER_MIRROR_ENABLED": "false"},
+        ).start()
+        try:
+            latencies = asyncio.run(_read_latencies(server.base_url, requests))
+        finally:
+            server.stop()
+    quantiles = statistics.quantiles(latencies, n=100)
+    return statistics.median(latencies), quantiles[98]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench captures")
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    args = parser.parse_args(argv)
+    per_client = 10 if args.quick else 60
+    batches = 2 if args.quick else 6
+    calls = 20_000 if args.quick else 1_000_000
+    requests = 200 if args.quick else 1000
+
+    baseline = measure_baseline(per_client)
+    single, batched = measure_ingest(per_client, batches)
+    print(f"gym baseline (flock+write+fsync, {CLIENTS} writers): {baseline:10,.0f} captures/s")
+    print(
+        f"ledger single-capture ({CLIENTS} clients):        {single:10,.0f} captures/s"
+        f"  ({single / baseline:.2f}x baseline; target >= 0.5x)"
+    )
+    print(
+        f"ledger batched x{BATCH} ({CLIENTS} clients):          {batched:10,.0f} captures/s"
+        f"  ({batched / baseline:.2f}x baseline; target >= 3x)"
+    )
+    p50, p99 = measure_read(calls, requests)
+    print(
+        f"ng_model_call_capture, 50 calls, {calls:,} calls in DB: "
+        f"p50 {p50:.2f} ms (target <= 10), p99 {p99:.2f} ms (target <= 50)"
+    )

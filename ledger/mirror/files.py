@@ -1,0 +1,88 @@
+"""Durable file operations for the mirror: appends and replacements survive a crash."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+TEMP_SUFFIX = ".mirror-tmp"
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make created, renamed or removed entries of ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append, flush and fsync (Gym's CaptureStore discipline, without the lock: one writer)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """Write a whole file atomically: a reader sees the old or the new content, never half."""
+    temporary = path.with_name(path.name + TEMP_SUFFIX)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def remove_if_present(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def read_if_present(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def make_agree(directory: Path, names: Iterable[str], expected: Mapping[str, bytes]) -> set[Path]:
+    """Make the files ``names`` in ``directory`` exactly ``expected`` (absent when not listed).
+
+    Returns the paths that had to change; the caller fsyncs the directory if any did.
+    """
+    changed: set[Path] = set()
+    for name in names:
+        path = directory / name
+        content = expected.get(name)
+        current = read_if_present(path)
+        if content is None:
+            if current is not None and remove_if_present(path):
+                changed.add(path)
+        elif current != content:
+            directory.mkdir(parents=True, exist_ok=True)
+            replace_durably(path, content)
+            changed.add(path)
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            (directory / (name + TEMP_SUFFIX)).unlink()
+    return changed

@@ -1,0 +1,366 @@
+"""The captures service: Gym's CaptureStore as commands (append, mark, clear, pending) and reads.
+
+Every decision that depends on state (is this model_call_id already captured, and with what?
+what is the next call_index?) is made inside the write command, against the projection, so it
+is linearizable across writer batches, processes and PostgreSQL replicas.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ledger.canonical import canonical_json, sha256_hex
+from ledger.contract.capture_attachment import (
+    build_capture_attachment,
+    capture_gaps,
+    strip_payloads,
+)
+from ledger.contract.capture_lines import CaptureExchange
+from ledger.contract.model_calls import ModelCallRecord, build_model_call_record
+from ledger.errors import Conflict, InvalidPayload, LedgerError
+from ledger.events.capture import (
+    CAPTURE_CLEARED,
+    CAPTURE_MARKED_INCOMPLETE,
+    CAPTURE_PENDING_ANNOUNCED,
+    CAPTURE_PENDING_WITHDRAWN,
+    MODEL_CALL_CAPTURED,
+    CaptureCleared,
+    CaptureMarkedIncomplete,
+    CapturePendingAnnounced,
+    CapturePendingWithdrawn,
+    ModelCallCaptured,
+)
+from ledger.ids import validate_rollout_id
+from ledger.store.captures import (
+    CaptureView,
+    find_call,
+    is_pending,
+    load_state,
+    lookup_capture,
+    read_capture_view,
+)
+from ledger.store.store import LedgerStore
+from ledger.store.transaction import WriteTransaction
+
+# One batch request carries at most this many items (documented in docs/api.md).
+MAX_BATCH_ITEMS = 1000
+
+
+@dataclass(frozen=True)
+class CaptureReceipt:
+    """The reply to an append: 201 when ``created``, 200 for an idempotent repeat."""
+
+    rollout_id: str
+    model_call_id: str
+    call_index: int
+    seq: int
+    created: bool
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "rollout_id": self.rollout_id,
+            "model_call_id": self.model_call_id,
+            "call_index": self.call_index,
+            "seq": self.seq,
+        }
+
+
+@dataclass(frozen=True)
+class MarkerReceipt:
+    """The reply to mark/clear/announce/withdraw: whether an event was appended, and which."""
+
+    rollout_id: str
+    changed: bool
+    seq: int | None
+
+
+@dataclass(frozen=True)
+class PreparedExchange:
+    rollout_id: str
+    exchange: dict[str, Any]
+    sha256: str
+    size: int
+
+    @property
+    def model_call_id(self) -> str:
+        value = self.exchange["model_call_id"]
+        assert isinstance(value, str)
+        return value
+
+
+@dataclass(frozen=True)
+class BatchItemResult:
+    status: int
+    receipt: CaptureReceipt | None = None
+    detail: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        if self.receipt is not None:
+            return {"status": self.status, **self.receipt.public()}
+        return {"status": self.status, "detail": self.detail}
+
+
+def describe_validation_error(exc: ValidationError, prefix: str) -> str:
+    """``exchange.status_code: Input should be a valid integer; ...`` (names every field)."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in (prefix, *error["loc"]))
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def prepare_exchange(
+    rollout_id: object, body: object, *, prefix: str = "exchange"
+) -> PreparedExchange:
+    """Validate one exchange (Gym's capture-line shape) and assign ``model_call_id`` if absent.
+
+    The stored exchange is Gym's line: the keys Gym writes (core keys always, optional ones when
+    set), with the values exactly as received, so the mirror reproduces what the client sent.
+    """
+    checked_id = validate_rollout_id(rollout_id)
+    if not isinstance(body, Mapping):
+        raise InvalidPayload(f"{prefix}: must be a JSON object, not {type(body).__name__}")
+    try:
+        model = CaptureExchange.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidPayload(describe_validation_error(exc, prefix)) from None
+    exchange = {key: body.get(key) for key in model.to_line()}
+    if exchange.get("model_call_id") is None:
+        exchange["model_call_id"] = uuid.uuid4().hex
+    try:
+        # Exactly the bytes the event will hash: its payload_sha256 is the capture's identity.
+        text = canonical_json({"exchange": exchange, "model_call_id": exchange["model_call_id"]})
+    except ValueError as exc:  # NaN/Infinity somewhere the model does not look
+        raise InvalidPayload(f"{prefix}: not JSON: {exc}") from None
+    return PreparedExchange(
+        rollout_id=checked_id,
+        exchange=exchange,
+        sha256=sha256_hex(text.encode()),
+        size=len(text),
+    )
+
+
+def prepare_batch_item(item: object, prefix: str) -> PreparedExchange:
+    if not isinstance(item, Mapping):
+        raise InvalidPayload(f"{prefix}: must be an object with rollout_id, exchange")
+    unknown = sorted(set(item) - {"rollout_id", "exchange"})
+    if unknown:
+        raise InvalidPayload(f"{prefix}.{unknown[0]}: Extra inputs are not permitted")
+    for required in ("rollout_id", "exchange"):
+        if required not in item:
+            raise InvalidPayload(f"{prefix}.{required}: Field required")
+    return prepare_exchange(item["rollout_id"], item["exchange"], prefix=f"{prefix}.exchange")
+
+
+def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureReceipt:
+    """Idempotent on model_call_id; otherwise the rollout's next position.
+
+    Raises Conflict before appending anything, so a batch can carry on with its other items.
+    """
+    rollout_id = prepared.rollout_id
+    model_call_id = prepared.model_call_id
+    lookup = lookup_capture(tx.conn, rollout_id, model_call_id)
+    existing = lookup.existing
+    if existing is not None:
+        if existing.exchange_sha256 != prepared.sha256:
+            raise Conflict(
+                f"model_call_id {model_call_id!r} was already captured for rollout "
+                f"{rollout_id!r} with a different exchange"
+            )
+        return CaptureReceipt(
+            rollout_id, model_call_id, existing.call_index, existing.seq, created=False
+        )
+    appended = tx.append(
+        MODEL_CALL_CAPTURED,
+        ModelCallCaptured.model_construct(model_call_id=model_call_id, exchange=prepared.exchange),
+        rollout_id=rollout_id,
+    )
+    return CaptureReceipt(
+        rollout_id, model_call_id, lookup.next_call_index, appended.event.seq, created=True
+    )
+
+
+def append_command(prepared: PreparedExchange) -> Callable[[WriteTransaction], CaptureReceipt]:
+    def command(tx: WriteTransaction) -> CaptureReceipt:
+        return append_one(tx, prepared)
+
+    return command
+
+
+def append_many_command(
+    prepared: Sequence[PreparedExchange],
+) -> Callable[[WriteTransaction], list[CaptureReceipt | Conflict]]:
+    """A whole batch request in one write command: no savepoint and no future per item."""
+
+    def command(tx: WriteTransaction) -> list[CaptureReceipt | Conflict]:
+        outcomes: list[CaptureReceipt | Conflict] = []
+        for item in prepared:
+            try:
+                outcomes.append(append_one(tx, item))
+            except Conflict as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    return command
+
+
+class CaptureService:
+    def __init__(self, store: LedgerStore) -> None:
+        self._store = store
+
+    # ---- writes -------------------------------------------------------------------------
+
+    async def append(self, rollout_id: str, body: object) -> CaptureReceipt:
+        prepared = prepare_exchange(rollout_id, body)
+        result: CaptureReceipt = await self._store.execute(
+            append_command(prepared), size_hint=prepared.size
+        )
+        return result
+
+    async def append_many(self, items: Sequence[object]) -> list[BatchItemResult]:
+        """One result per item, in order; a bad item fails only itself."""
+        if len(items) > MAX_BATCH_ITEMS:
+            raise InvalidPayload(
+                f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}"
+            )
+        results: list[BatchItemResult | None] = [None] * len(items)
+        positions: list[int] = []
+        prepared: list[PreparedExchange] = []
+        for position, item in enumerate(items):
+            try:
+                prepared.append(prepare_batch_item(item, f"items.{position}"))
+            except LedgerError as exc:
+                results[position] = BatchItemResult(exc.status_code, detail=exc.message)
+                continue
+            positions.append(position)
+        if prepared:
+            outcomes = await self._store.execute(
+                append_many_command(prepared), size_hint=sum(p.size for p in prepared)
+            )
+            for position, outcome in zip(positions, outcomes, strict=True):
+                if isinstance(outcome, Conflict):
+                    results[position] = BatchItemResult(outcome.status_code, detail=outcome.message)
+                else:
+                    results[position] = BatchItemResult(201 if outcome.created else 200, outcome)
+        return [result for result in results if result is not None]
+
+    async def mark_incomplete(self, rollout_id: str, reason: str | None = None) -> MarkerReceipt:
+        validate_rollout_id(rollout_id)
+
+        def command(tx: WriteTransaction) -> MarkerReceipt:
+            state = load_state(tx.conn, rollout_id, tx.generation_of(rollout_id))
+            if state.incomplete:
+                return MarkerReceipt(rollout_id, changed=False, seq=None)
+            appended = tx.append(
+                CAPTURE_MARKED_INCOMPLETE,
+                CaptureMarkedIncomplete(reason=reason),
+                rollout_id=rollout_id,
+            )
+            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+
+        result: MarkerReceipt = await self._store.execute(command)
+        return result
+
+    async def clear(self, rollout_id: str) -> MarkerReceipt:
+        """Forget the calls, marker and pending calls; ``call_index`` restarts at 0."""
+        validate_rollout_id(rollout_id)
+
+        def command(tx: WriteTransaction) -> MarkerReceipt:
+            state = load_state(tx.conn, rollout_id, tx.generation_of(rollout_id))
+            if not (state.has_evidence or state.next_call_index or state.pending_count):
+                return MarkerReceipt(rollout_id, changed=False, seq=None)
+            appended = tx.append(CAPTURE_CLEARED, CaptureCleared(), rollout_id=rollout_id)
+            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+
+        result: MarkerReceipt = await self._store.execute(command)
+        return result
+
+    async def announce_pending(self, rollout_id: str, model_call_id: str) -> MarkerReceipt:
+        """Announce an in-flight call; no event if it is already pending or already captured."""
+        validate_rollout_id(rollout_id)
+
+        def command(tx: WriteTransaction) -> MarkerReceipt:
+            generation = tx.generation_of(rollout_id)
+            if find_call(tx.conn, rollout_id, generation, model_call_id) is not None or is_pending(
+                tx.conn, rollout_id, generation, model_call_id
+            ):
+                return MarkerReceipt(rollout_id, changed=False, seq=None)
+            appended = tx.append(
+                CAPTURE_PENDING_ANNOUNCED,
+                CapturePendingAnnounced(model_call_id=model_call_id),
+                rollout_id=rollout_id,
+            )
+            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+
+        result: MarkerReceipt = await self._store.execute(command)
+        return result
+
+    async def withdraw_pending(self, rollout_id: str, model_call_id: str) -> MarkerReceipt:
+        validate_rollout_id(rollout_id)
+
+        def command(tx: WriteTransaction) -> MarkerReceipt:
+            if not is_pending(tx.conn, rollout_id, tx.generation_of(rollout_id), model_call_id):
+                return MarkerReceipt(rollout_id, changed=False, seq=None)
+            appended = tx.append(
+                CAPTURE_PENDING_WITHDRAWN,
+                CapturePendingWithdrawn(model_call_id=model_call_id),
+                rollout_id=rollout_id,
+            )
+            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+
+        result: MarkerReceipt = await self._store.execute(command)
+        return result
+
+    # ---- reads --------------------------------------------------------------------------
+
+    async def view(self, rollout_id: str, *, payloads: bool) -> CaptureView:
+        validate_rollout_id(rollout_id)
+        async with self._store.read() as conn:
+            return await read_capture_view(conn, rollout_id, with_payloads=payloads)
+
+    async def records(
+        self, rollout_id: str, *, payloads: bool
+    ) -> tuple[list[ModelCallRecord], list[dict[str, Any]]]:
+        """Gym's tolerant read of the rollout, as records, and the merge gaps (§5.3)."""
+        view = await self.view(rollout_id, payloads=payloads)
+        return records_of(view, payloads=payloads), gaps_of(view)
+
+    async def model_calls(self, rollout_id: str, *, payloads: bool) -> dict[str, Any]:
+        records, gaps = await self.records(rollout_id, payloads=payloads)
+        calls = [record.model_dump(mode="json") for record in records]
+        if not payloads:
+            calls = [strip_payloads(call) for call in calls]
+        return {"rollout_id": rollout_id, "calls": calls, "gaps": gaps}
+
+    async def attachment(self, rollout_id: str, *, payloads: bool) -> dict[str, Any]:
+        """Gym's ``ng_model_call_capture`` (§6.1)."""
+        records, gaps = await self.records(rollout_id, payloads=payloads)
+        return build_capture_attachment(rollout_id, records, gaps, include_payloads=payloads)
+
+
+def records_of(view: CaptureView, *, payloads: bool) -> list[ModelCallRecord]:
+    records = []
+    for call in view.calls:
+        if call.damaged:
+            continue
+        if payloads and call.payload is not None:
+            records.append(build_model_call_record(call.payload["exchange"], call.call_index))
+        elif call.record is not None:
+            records.append(ModelCallRecord.model_validate(call.record))
+    return records
+
+
+def gaps_of(view: CaptureView) -> list[dict[str, Any]]:
+    state = view.state
+    return capture_gaps(
+        has_evidence=state.has_evidence,
+        record_count=state.record_count,
+        damaged_count=state.damaged_count,
+        incomplete=state.incomplete,
+        pending=state.pending_count > 0,
+    )

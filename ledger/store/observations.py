@@ -1,0 +1,339 @@
+"""SQL of the observations area: the projection's reads and writes (sync), and the reads (async).
+
+Every rollout read is one indexed lookup on ``observation_records`` by primary key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import BindParameter
+
+from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
+from ledger.contract.model_calls import ModelCallRecord
+from ledger.store.captures import load_state
+from ledger.store.schema import rollouts
+from ledger.store.schema.captures import capture_calls
+from ledger.store.schema.observations import (
+    observation_calls,
+    observation_gaps,
+    observation_records,
+    observation_tool_calls,
+)
+
+AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON that keeps key order (Gym's order is part of what readers see)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+# ---- the projection's side (sync, inside the append transaction) ---------------------------
+#
+# Statements are built once with bind parameters: the projection runs on every capture append,
+# and building a SQLAlchemy statement per call costs more than executing it.
+
+_ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
+_GENERATION: BindParameter[int] = bindparam("p_generation")
+_SELECT_INPUTS = select(
+    observation_records.c.generation,
+    observation_records.c.bundle_seq,
+    observation_records.c.bundle,
+    observation_records.c.result_seq,
+    observation_records.c.result,
+).where(observation_records.c.rollout_id == _ROLLOUT)
+_SELECT_CALLS = (
+    select(observation_calls.c.call)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_SELECT_POSITION = (
+    select(capture_calls.c.call_index, capture_calls.c.damaged)
+    .where(capture_calls.c.rollout_id == _ROLLOUT)
+    .where(capture_calls.c.generation == _GENERATION)
+    .where(capture_calls.c.seq == bindparam("p_seq"))
+)
+_INSERT_CALL = insert(observation_calls)
+_DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
+_DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
+_RECORD_COLUMNS = [
+    column.name for column in observation_records.columns if column.name != "rollout_id"
+]
+_INSERT_RECORD = insert(observation_records)
+_UPDATE_RECORD = (
+    update(observation_records)
+    .where(observation_records.c.rollout_id == _ROLLOUT)
+    .values({name: bindparam(name) for name in _RECORD_COLUMNS})
+)
+_INSERT_TOOL_CALLS = insert(observation_tool_calls)
+_INSERT_GAPS = insert(observation_gaps)
+_DELETE_BY_ROLLOUT = {
+    table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
+}
+
+
+@dataclass(frozen=True)
+class RecordInputs:
+    """What supersedes per rollout generation: the latest bundle and the latest result."""
+
+    generation: int
+    bundle_seq: int | None = None
+    bundle: dict[str, Any] | None = None
+    result_seq: int | None = None
+    result: dict[str, Any] | None = None
+    stored: bool = False
+
+
+def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
+    row = conn.execute(_SELECT_INPUTS, {"p_rollout_id": rollout_id}).first()
+    if row is None:
+        return RecordInputs(generation=generation)
+    if row.generation != generation:
+        # A row of an ended generation: its inputs do not carry over to the new one.
+        return RecordInputs(generation=generation, stored=True)
+    return RecordInputs(
+        generation=generation,
+        bundle_seq=row.bundle_seq,
+        bundle=json.loads(row.bundle) if row.bundle is not None else None,
+        result_seq=row.result_seq,
+        result=json.loads(row.result) if row.result is not None else None,
+        stored=True,
+    )
+
+
+def captured_position(conn: Connection, rollout_id: str, generation: int, seq: int) -> int | None:
+    """The ``call_index`` the capture projector gave the event at ``seq`` (None if damaged)."""
+    row = conn.execute(
+        _SELECT_POSITION, {"p_rollout_id": rollout_id, "p_generation": generation, "p_seq": seq}
+    ).first()
+    return None if row is None or row.damaged else int(row.call_index)
+
+
+def store_call(
+    conn: Connection, rollout_id: str, generation: int, call_index: int, call: Mapping[str, Any]
+) -> None:
+    conn.execute(
+        _INSERT_CALL,
+        {
+            "rollout_id": rollout_id,
+            "generation": generation,
+            "call_index": call_index,
+            "call": compact_json(call),
+        },
+    )
+
+
+def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
+    if generation is None:
+        conn.execute(_DELETE_CALLS, {"p_rollout_id": rollout_id})
+    else:
+        conn.execute(
+            _DELETE_GENERATION_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
+        )
+
+
+def forget_rollout(conn: Connection, rollout_id: str) -> None:
+    for statement in _DELETE_BY_ROLLOUT.values():
+        conn.execute(statement, {"p_rollout_id": rollout_id})
+
+
+def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:
+    """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge).
+
+    Calls come from ``observation_calls`` (records with payloads, in ``call_index`` order);
+    the merge gaps from the capture projection's ``capture_state`` row.
+    """
+    rows = conn.execute(
+        _SELECT_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
+    ).all()
+    records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
+    state = load_state(conn, rollout_id, generation)
+    gaps = capture_gaps(
+        has_evidence=state.has_evidence,
+        record_count=state.record_count,
+        damaged_count=state.damaged_count,
+        incomplete=state.incomplete,
+        pending=state.pending_count > 0,
+    )
+    return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+
+
+@dataclass(frozen=True)
+class ProjectedRecord:
+    """One rollout's enriched record and the figures the SQL views show."""
+
+    record: dict[str, Any]
+    task_id: str | None
+    trajectory_rollout_id: str | None
+    tool_calls: list[Mapping[str, Any]]
+    gaps: list[tuple[str, Mapping[str, Any]]]
+
+
+def _perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    perf = record.get("ng_perf") or {}
+    trajectory = record.get("ng_trajectory")
+    return {
+        "resolved": record.get("resolved"),
+        "has_trajectory": isinstance(trajectory, Mapping),
+        "num_invocations": len(trajectory["invocations"])
+        if isinstance(trajectory, Mapping)
+        else None,
+        "num_model_calls": len(trajectory["model_calls"])
+        if isinstance(trajectory, Mapping)
+        else None,
+        "num_turns": perf.get("num_turns"),
+        "num_tool_calls": perf.get("num_tool_calls"),
+        "token_observability_coverage": perf.get("token_observability_coverage"),
+        "prompt_tokens": perf.get("prompt_tokens"),
+        "cached_prompt_tokens": perf.get("cached_prompt_tokens"),
+        "completion_tokens": perf.get("completion_tokens"),
+        "reasoning_tokens": perf.get("reasoning_tokens"),
+        "total_latency_ms": perf.get("total_latency_ms"),
+    }
+
+
+def write_record(
+    conn: Connection,
+    rollout_id: str,
+    inputs: RecordInputs,
+    projected: ProjectedRecord,
+    *,
+    seq: int,
+    projection_failed: bool,
+) -> None:
+    values = {
+        "generation": inputs.generation,
+        "last_seq": seq,
+        "bundle_seq": inputs.bundle_seq,
+        "bundle": compact_json(inputs.bundle) if inputs.bundle is not None else None,
+        "result_seq": inputs.result_seq,
+        "result": compact_json(inputs.result) if inputs.result is not None else None,
+        "task_id": projected.task_id,
+        "trajectory_rollout_id": projected.trajectory_rollout_id,
+        "projection_failed": projection_failed,
+        "gap_count": len(projected.gaps),
+        "record": compact_json(projected.record),
+        **_perf_columns(projected.record),
+    }
+    if inputs.stored:
+        conn.execute(_UPDATE_RECORD, {**values, "p_rollout_id": rollout_id})
+    else:
+        conn.execute(_INSERT_RECORD, {**values, "rollout_id": rollout_id})
+    for table in (observation_tool_calls, observation_gaps):
+        conn.execute(_DELETE_BY_ROLLOUT[table.name], {"p_rollout_id": rollout_id})
+    if projected.tool_calls:
+        conn.execute(
+            _INSERT_TOOL_CALLS,
+            [
+                {
+                    "rollout_id": rollout_id,
+                    "position": position,
+                    "generation": inputs.generation,
+                    "invocation_id": tool["invocation_id"],
+                    "tool_call_id": tool["tool_call_id"],
+                    "tool_name": tool.get("tool_name"),
+                    "status": tool["status"],
+                    "timing_source": tool.get("timing_source"),
+                    "sandbox_id": tool.get("sandbox_id"),
+                    "started_at": tool.get("started_at"),
+                    "completed_at": tool.get("completed_at"),
+                    "duration_ms": tool.get("duration_ms"),
+                    "error_type": tool.get("error_type"),
+                }
+                for position, tool in enumerate(projected.tool_calls)
+            ],
+        )
+    if projected.gaps:
+        conn.execute(
+            _INSERT_GAPS,
+            [
+                {
+                    "rollout_id": rollout_id,
+                    "position": position,
+                    "generation": inputs.generation,
+                    "document": document,
+                    "code": gap["code"],
+                    "invocation_id": gap.get("invocation_id"),
+                    "detail": gap.get("detail"),
+                }
+                for position, (document, gap) in enumerate(projected.gaps)
+            ],
+        )
+
+
+# ---- reads (async) -------------------------------------------------------------------------
+
+
+async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
+    """The stored enriched record (JSON text) of the rollout's current generation."""
+    row = (
+        await conn.execute(
+            select(observation_records.c.record).where(
+                observation_records.c.rollout_id == rollout_id
+            )
+        )
+    ).first()
+    return None if row is None else str(row.record)
+
+
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which records an export streams. Seqs bound the seq of each record's latest change."""
+
+    after_seq: int = 0
+    until_seq: int | None = None
+    state: str | None = None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportedRecord:
+    rollout_id: str
+    last_seq: int
+    record: str
+
+
+def _filtered(query: Select[Any], selection: ExportFilter, *, after_seq: int) -> Select[Any]:
+    query = query.where(observation_records.c.last_seq > after_seq)
+    if selection.until_seq is not None:
+        query = query.where(observation_records.c.last_seq <= selection.until_seq)
+    if selection.task_id is not None:
+        query = query.where(observation_records.c.task_id == selection.task_id)
+    if selection.state is not None:
+        query = query.join(
+            rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
+        ).where(rollouts.c.state == selection.state)
+    return query
+
+
+async def export_page(
+    conn: AsyncConnection, selection: ExportFilter, *, after_seq: int, limit: int
+) -> list[ExportedRecord]:
+    """One page of records in ``last_seq`` order (keyset paging: constant memory, any size)."""
+    query = _filtered(
+        select(
+            observation_records.c.rollout_id,
+            observation_records.c.last_seq,
+            observation_records.c.record,
+        ).select_from(observation_records),
+        selection,
+        after_seq=after_seq,
+    )
+    rows = (await conn.execute(query.order_by(observation_records.c.last_seq).limit(limit))).all()
+    return [ExportedRecord(row.rollout_id, row.last_seq, row.record) for row in rows]
+
+
+async def count_exported(conn: AsyncConnection, selection: ExportFilter) -> int:
+    query = _filtered(
+        select(func.count()).select_from(observation_records),
+        selection,
+        after_seq=selection.after_seq,
+    )
+    return int((await conn.execute(query)).scalar_one())

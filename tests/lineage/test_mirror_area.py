@@ -1,0 +1,82 @@
+"""The lineage mirror area, applied directly: events from a real database into a directory,
+compared with what ``expected_files`` says the database implies, on every backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ledger.contract.lineage import CommittedRow, FailureRow, build_manifest
+from ledger.mirror.areas import default_areas
+from ledger.mirror.lineage import LineageMirrorArea
+from ledger.service.lineage import LineageService
+from ledger.store.store import LedgerStore
+from tests.lineage.rows import committed_row, failure_row
+
+ROLLOUTS = ("r1", "r2", "r3", "r4", "r5", "never")
+
+
+def files_in(directory: Path) -> dict[str, bytes]:
+    if not directory.exists():
+        return {}
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+async def replay(store: LedgerStore, area: LineageMirrorArea, directory: Path) -> None:
+    for event in await store.events(after=0, limit=10_000):
+        area.apply(directory, event)
+
+
+async def expected(store: LedgerStore, area: LineageMirrorArea) -> dict[str, bytes]:
+    wanted: dict[str, bytes] = {}
+    async with store.read() as conn:
+        for rollout_id in ROLLOUTS:
+            wanted.update(await area.expected_files(conn, rollout_id))
+    return dict(sorted(wanted.items()))
+
+
+async def test_replayed_files_match_the_database(store: LedgerStore, tmp_path: Path) -> None:
+    service = LineageService(store)
+    for rollout_id in ROLLOUTS[:5]:
+        root = committed_row(rollout_id, "c1")
+        await service.record(rollout_id, CommittedRow.model_validate(root))
+        await service.record(rollout_id, FailureRow.model_validate(failure_row("c2")))
+        await service.record(
+            rollout_id, CommittedRow.model_validate(committed_row(rollout_id, "c3", parent=root))
+        )
+    await service.retire(["r2", "r3", "never"])
+    await service.record("r2", CommittedRow.model_validate(committed_row("r2", "late")))
+    await service.delete(["r3", "r4"])
+    await service.record("r4", CommittedRow.model_validate(committed_row("r4", "again")))
+
+    area = LineageMirrorArea()
+    directory = tmp_path / "mirror" / area.name
+    await replay(store, area, directory)
+    files = files_in(directory)
+    assert files == await expected(store, area)
+    assert sorted(files) == [
+        "never.lineage.retired",
+        "r1.lineage.jsonl",
+        "r2.lineage.retired",
+        "r4.lineage.jsonl",
+        "r5.lineage.jsonl",
+    ]
+    assert files["r2.lineage.retired"] == b""
+
+    # Gym's format: compact JSON, sorted keys, one row per line; the same manifest as the API.
+    lines = files["r1.lineage.jsonl"].decode().splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        assert line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"))
+    from_files = build_manifest("r1", [json.loads(line) for line in lines])
+    assert from_files == await service.manifest("r1")
+    assert [
+        json.loads(line)["model_call_id"] for line in files["r4.lineage.jsonl"].splitlines()
+    ] == ["again"]
+
+
+async def test_file_names_and_registration() -> None:
+    area = LineageMirrorArea()
+    assert area.file_names("r1") == ["r1.lineage.jsonl", "r1.lineage.retired"]
+    assert any(isinstance(a, LineageMirrorArea) for a in default_areas())
+    assert area.handles("ledger.row_recorded") and not area.handles("ledger.row_discarded")

@@ -1,0 +1,93 @@
+"""Two server processes on one database, 8 clients each: no client error, nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ledger.events import default_catalogue
+from ledger.service.captures import CaptureService
+from ledger.store.projections import default_projectors
+from ledger.store.store import LedgerStore
+from tests.support.load import LoadLedger, capture_client
+from tests.support.mirror import wait_for_mirror
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+CLIENTS_PER_SERVER = 8
+CAPTURES_PER_CLIENT = 25
+
+
+async def test_two_processes_share_one_database(database_url: str, tmp_path: Path) -> None:
+    servers = []
+    for n in range(2):
+        data_dir = tmp_path / f"data-{n}"
+        data_dir.mkdir()
+        servers.append(ServerProcess(data_dir=data_dir, database_url=database_url))
+    record = LoadLedger()
+    stop = asyncio.Event()
+    try:
+        for server in servers:
+            server.start()
+        async with asyncio.timeout(180):
+            await asyncio.gather(
+                *(
+                    capture_client(
+                        server.base_url,
+                        # Both processes write to the same rollouts: positions must interleave.
+                        name=f"s{index}-c{n}",
+                        record=record,
+                        stop=stop,
+                        limit=CAPTURES_PER_CLIENT,
+                        rollouts=2,
+                    )
+                    for index, server in enumerate(servers)
+                    for n in range(CLIENTS_PER_SERVER)
+                )
+            )
+            # Shared rollouts written through both processes: positions are gapless.
+            async with httpx.AsyncClient(base_url=servers[0].base_url) as http:
+                for n in range(10):
+                    rollout = "shared"
+                    target = servers[n % 2].base_url
+                    reply = await http.post(
+                        f"{target}/v1/rollouts/{rollout}/model-calls",
+                        json={"model_call_id": f"shared-{n}", "dialect": "chat"},
+                    )
+                    assert reply.status_code == 201, reply.text
+                    assert reply.json()["call_index"] == n
+        assert record.errors == []
+        assert len(record.acknowledged) == 2 * CLIENTS_PER_SERVER * CAPTURES_PER_CLIENT
+        store = LedgerStore(database_url, default_catalogue(), default_projectors())
+        await store.open()
+        try:
+            captures = CaptureService(store)
+            for model_call_id, acknowledged in record.acknowledged.items():
+                rollout_id = record.sent[model_call_id][0]
+                calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
+                matching = [c for c in calls if c["model_call_id"] == model_call_id]
+                assert [c["call_index"] for c in matching] == [acknowledged["call_index"]]
+            for rollout_id in {rollout for rollout, _ in record.sent.values()}:
+                calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
+                assert [c["call_index"] for c in calls] == list(range(len(calls)))
+            # Exactly one of the two processes mirrors, and it converges.
+            await wait_for_mirror(store, within_seconds=120)
+        finally:
+            await store.close()
+        mirror_dirs = [
+            server.data_dir / "mirror" / "model-calls"
+            for server in servers
+            if (server.data_dir / "mirror" / "model-calls").exists()
+        ]
+        assert len(mirror_dirs) == 1
+        lines = sum(
+            len(path.read_bytes().splitlines()) for path in mirror_dirs[0].glob("*.capture.jsonl")
+        )
+        assert lines == len(record.acknowledged) + 10
+    finally:
+        for server in servers:
+            server.stop()
