@@ -101,6 +101,14 @@ class WriteTransaction:
         """Forget what a rolled-back command did: its chain head and any state it read."""
         self.head = head
         self._rollouts.clear()
+        for projector in self._projectors:
+            projector.discard()
+
+    def finish_command(self) -> None:
+        """Let projectors finish what they deferred while the command appended (one rebuild of
+        a touched rollout per command, not per event)."""
+        for projector in self._projectors:
+            projector.flush(self.conn)
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)

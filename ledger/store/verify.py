@@ -126,6 +126,8 @@ async def verify_projections(
                     for projector in projectors:
                         if projector.handles(event.kind):
                             projector.apply(scratch_conn, event)
+                    for projector in projectors:
+                        projector.flush(scratch_conn)
                     if progress is not None:
                         progress(1)
             with scratch.connect() as scratch_conn:

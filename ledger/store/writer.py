@@ -246,6 +246,7 @@ class Writer:
                     savepoints.open()
                     try:
                         value = pending.command(tx)
+                        tx.finish_command()
                     except Exception as exc:
                         savepoints.undo()
                         tx.rollback_to(before)

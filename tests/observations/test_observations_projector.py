@@ -44,11 +44,13 @@ def test_redacted_events_leave_a_consistent_record(tmp_path: Path, kind: str) ->
     assert projector.handles(kind)
     with engine.begin() as conn:
         projector.apply(conn, event(1, kind, None))
+        projector.flush(conn)
         row = conn.execute(select(observation_records.c.bundle, observation_records.c.result)).one()
         assert (row.bundle, row.result) == (None, None)
-        # A later real bundle still projects.
+        # A later real bundle still projects (the record is rebuilt when the command ends).
         bundle = {"source": "a", "records": [], "gaps": []}
         projector.apply(conn, event(2, OBSERVATIONS_RECORDED, {"bundle": bundle}))
+        projector.flush(conn)
         count = conn.execute(select(func.count()).select_from(observation_records)).scalar_one()
         assert count == 1
     engine.dispose()
@@ -61,5 +63,19 @@ def test_events_without_a_rollout_or_of_other_kinds_are_ignored(tmp_path: Path) 
     assert not projector.handles("ledger.row_recorded")
     with engine.begin() as conn:
         projector.apply(conn, event(1, RESULT_RECORDED, {"task_id": "t"}, rollout_id=None))
+        projector.flush(conn)
+        assert conn.execute(select(func.count()).select_from(observation_records)).scalar_one() == 0
+    engine.dispose()
+
+
+def test_a_failed_command_leaves_no_deferred_rebuild(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    metadata.create_all(engine)
+    projector = ObservationsProjector()
+    bundle = {"source": "a", "records": [], "gaps": []}
+    with engine.begin() as conn:
+        projector.apply(conn, event(1, OBSERVATIONS_RECORDED, {"bundle": bundle}))
+        projector.discard()
+        projector.flush(conn)
         assert conn.execute(select(func.count()).select_from(observation_records)).scalar_one() == 0
     engine.dispose()

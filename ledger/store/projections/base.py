@@ -23,3 +23,18 @@ class Projector(Protocol):
     def handles(self, kind: str) -> bool: ...
 
     def apply(self, conn: Connection, event: StoredEvent) -> None: ...
+
+    def flush(self, conn: Connection) -> None:
+        """Finish work deferred by ``apply``; the writer calls it when a command has appended all
+        its events, inside the command's savepoint (``verify`` calls it after every event).
+
+        A projector whose rows are an expensive function of many events (a rollout's whole
+        enriched record) rebuilds them here once per command instead of once per event. The
+        rows must come out the same either way. Projectors that do everything in ``apply``
+        do nothing here.
+        """
+        ...
+
+    def discard(self) -> None:
+        """Forget deferred work: the command failed and its savepoint was rolled back."""
+        ...

@@ -113,6 +113,12 @@ class CapturesProjector:
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
+    def flush(self, conn: Connection) -> None:
+        """Nothing is deferred: ``apply`` writes every row."""
+
+    def discard(self) -> None:
+        """Nothing is deferred."""
+
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         rollout_id = event.rollout_id
         if rollout_id is None:

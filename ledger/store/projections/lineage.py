@@ -89,6 +89,12 @@ class LineageProjector:
     def handles(self, kind: str) -> bool:
         return kind in self._KINDS
 
+    def flush(self, conn: Connection) -> None:
+        """Nothing is deferred: ``apply`` writes every row."""
+
+    def discard(self) -> None:
+        """Nothing is deferred."""
+
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         payload = event.payload
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:

@@ -63,6 +63,12 @@ class RolloutsProjector:
     def handles(self, kind: str) -> bool:
         return True
 
+    def flush(self, conn: Connection) -> None:
+        """Nothing is deferred: ``apply`` writes every row."""
+
+    def discard(self) -> None:
+        """Nothing is deferred."""
+
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         if event.rollout_id is None:
             return
