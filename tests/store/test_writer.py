@@ -299,7 +299,7 @@ APPENDER_SCRIPT = textwrap.dedent(
                 for n in range(w, count, 4):
                     await store.append(NewEvent(ROLLOUT_RETIRED, {}, f"{name}-{n}"))
                     # Pace the appends so the write lock changes hands many times.
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0.002)  # poll: a deliberate pause (pacing)
             await asyncio.gather(*(worker(w) for w in range(4)))
         finally:
             await store.close()
