@@ -6,7 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.events.base import Catalogue
-from ledger.store.records import RolloutState, StoredEvent, as_utc
+from ledger.store.records import RolloutState, StoredEvent
 from ledger.store.schema import events, rollouts
 from ledger.store.transaction import row_to_event
 
@@ -33,14 +33,4 @@ async def head_seq(conn: AsyncConnection) -> int:
 
 async def get_rollout(conn: AsyncConnection, rollout_id: str) -> RolloutState | None:
     row = (await conn.execute(select(rollouts).where(rollouts.c.rollout_id == rollout_id))).first()
-    if row is None:
-        return None
-    return RolloutState(
-        rollout_id=row.rollout_id,
-        generation=row.generation,
-        state=row.state,
-        first_seq=row.first_seq,
-        last_seq=row.last_seq,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-    )
+    return None if row is None else RolloutState.from_row(row)

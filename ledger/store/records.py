@@ -49,6 +49,19 @@ class RolloutState:
     created_at: datetime
     updated_at: datetime
 
+    @classmethod
+    def from_row(cls, row: Any) -> RolloutState:
+        """From a row of the ``rollouts`` table."""
+        return cls(
+            rollout_id=row.rollout_id,
+            generation=row.generation,
+            state=row.state,
+            first_seq=row.first_seq,
+            last_seq=row.last_seq,
+            created_at=as_utc(row.created_at),
+            updated_at=as_utc(row.updated_at),
+        )
+
 
 def as_utc(value: datetime) -> datetime:
     """SQLite hands back naive datetimes; everything we store is UTC."""

@@ -115,19 +115,7 @@ class WriteTransaction:
         if known:
             return cached
         row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
-        state = (
-            None
-            if row is None
-            else RolloutState(
-                rollout_id=row.rollout_id,
-                generation=row.generation,
-                state=row.state,
-                first_seq=row.first_seq,
-                last_seq=row.last_seq,
-                created_at=as_utc(row.created_at),
-                updated_at=as_utc(row.updated_at),
-            )
-        )
+        state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
         return state
 
