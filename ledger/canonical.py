@@ -14,5 +14,15 @@ def canonical_json(value: Any) -> str:
     )
 
 
+def canonical_json_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes of ``canonical_json``; ValueError for what JSON can spell but Unicode
+    cannot hold (a lone UTF-16 surrogate such as ``"\\ud800"``), which no database stores."""
+    text = canonical_json(value)
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"not valid Unicode: a lone surrogate at position {exc.start}") from None
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

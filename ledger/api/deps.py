@@ -25,5 +25,8 @@ async def valid_rollout_id(rollout_id: Annotated[str, Path()]) -> str:
     return validate_rollout_id(rollout_id)
 
 
+# seq is a signed 64-bit integer on both backends; a larger cursor would overflow the driver.
+MAX_SEQ = 2**63 - 1
+
 LedgerDep = Annotated[Ledger, Depends(ledger_dependency)]
 RolloutIdDep = Annotated[str, Depends(valid_rollout_id)]

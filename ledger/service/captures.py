@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ledger.canonical import canonical_json, sha256_hex
+from ledger.canonical import canonical_json_bytes, sha256_hex
 from ledger.contract.capture_attachment import (
     build_capture_attachment,
     capture_gaps,
@@ -134,14 +134,16 @@ def prepare_exchange(
         exchange["model_call_id"] = uuid.uuid4().hex
     try:
         # Exactly the bytes the event will hash: its payload_sha256 is the capture's identity.
-        text = canonical_json({"exchange": exchange, "model_call_id": exchange["model_call_id"]})
-    except ValueError as exc:  # NaN/Infinity somewhere the model does not look
-        raise InvalidPayload(f"{prefix}: not JSON: {exc}") from None
+        data = canonical_json_bytes(
+            {"exchange": exchange, "model_call_id": exchange["model_call_id"]}
+        )
+    except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
+        raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
     return PreparedExchange(
         rollout_id=checked_id,
         exchange=exchange,
-        sha256=sha256_hex(text.encode()),
-        size=len(text),
+        sha256=sha256_hex(data),
+        size=len(data),
     )
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.canonical import canonical_json, sha256_hex
-from ledger.errors import IdempotencyConflict
+from ledger.canonical import canonical_json_bytes, sha256_hex
+from ledger.errors import IdempotencyConflict, InvalidPayload
 from ledger.events.base import Catalogue
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.store.driver import DriverStatement
@@ -136,8 +136,14 @@ class WriteTransaction:
         idempotency_key: str | None = None,
     ) -> Appended:
         version, body = self._catalogue.encode(kind, payload)
-        payload_text = canonical_json(body)
-        payload_sha256 = sha256_hex(payload_text.encode())
+        try:
+            payload_bytes = canonical_json_bytes(body)
+            if idempotency_key is not None:
+                canonical_json_bytes(idempotency_key)
+        except ValueError as exc:
+            raise InvalidPayload(f"{kind} payload cannot be stored: {exc}") from None
+        payload_text = payload_bytes.decode()
+        payload_sha256 = sha256_hex(payload_bytes)
         if idempotency_key is not None:
             existing = self.find_by_idempotency_key(idempotency_key)
             if existing is not None:

@@ -66,7 +66,9 @@ async def fresh_postgres_database() -> AsyncIterator[str]:
     name = f"ledger_t_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(dsn)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        # template0: concurrent CREATE DATABASE from template1 fails while another session is
+        # copying it ("source database is being accessed by other users").
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
     finally:
         await admin.close()
     url = make_url(dsn).set(drivername="postgresql+asyncpg", database=name)

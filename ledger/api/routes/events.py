@@ -9,14 +9,11 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from ledger.api.auth import ReadAuth
-from ledger.api.deps import LedgerDep
+from ledger.api.deps import MAX_SEQ, LedgerDep
 from ledger.ids import validate_rollout_id
 from ledger.store.records import StoredEvent
 
 router = APIRouter(prefix="/v1", tags=["events"])
-
-# seq is a signed 64-bit integer in both backends; a larger cursor would overflow the driver.
-MAX_SEQ = 2**63 - 1
 
 
 class EventPublic(BaseModel):

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ledger.api.auth import ControlAuth, IngestAuth, ReadAuth, require_control
-from ledger.api.deps import LedgerDep, RolloutIdDep
+from ledger.api.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.contract.lineage import (
     CONTROL_ROUTE_PREFIX,
     LedgerBatchRequest,
@@ -145,7 +145,7 @@ class OrphanedStagingKeysPage(BaseModel):
 async def orphaned_staging_keys(
     ledger: LedgerDep,
     _auth: ReadAuth,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
 ) -> OrphanedStagingKeysPage:
     """Staging keys of rows discarded by a fence, in seq order: staged tokens no manifest

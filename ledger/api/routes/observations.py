@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from ledger.api.auth import IngestAuth, ReadAuth
-from ledger.api.deps import LedgerDep, RolloutIdDep
+from ledger.api.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.contract.observations import AgentObservationBundle
 from ledger.contract.result import RolloutResult
 from ledger.errors import InvalidPayload
@@ -121,8 +121,12 @@ async def get_record(
 async def export_records(
     ledger: LedgerDep,
     _auth: ReadAuth,
-    after_seq: Annotated[int, Query(ge=0, description="records last changed after this seq")] = 0,
-    until_seq: Annotated[int | None, Query(ge=0, description="... and at or before this")] = None,
+    after_seq: Annotated[
+        int, Query(ge=0, le=MAX_SEQ, description="records last changed after this seq")
+    ] = 0,
+    until_seq: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="... and at or before this")
+    ] = None,
     state: Annotated[Literal["live", "retired"] | None, Query()] = None,
     task_id: Annotated[str | None, Query(max_length=1000)] = None,
     view: Annotated[View, Query()] = "stored",
