@@ -17,6 +17,7 @@ from sqlalchemy.sql.elements import BindParameter
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.contract.model_calls import ModelCallRecord
 from ledger.store.captures import load_state
+from ledger.store.driver import DriverStatement
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -54,13 +55,18 @@ _SELECT_CALLS = (
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
 )
-_SELECT_POSITION = (
-    select(capture_calls.c.call_index, capture_calls.c.damaged)
+_SELECT_POSITIONS = (
+    select(
+        capture_calls.c.seq,
+        capture_calls.c.call_index,
+        capture_calls.c.damaged,
+        capture_calls.c.record,
+    )
     .where(capture_calls.c.rollout_id == _ROLLOUT)
     .where(capture_calls.c.generation == _GENERATION)
-    .where(capture_calls.c.seq == bindparam("p_seq"))
+    .where(capture_calls.c.seq >= bindparam("p_from_seq"))
 )
-_INSERT_CALL = insert(observation_calls)
+_INSERT_CALL = DriverStatement(observation_calls.insert())
 _DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
 _DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
 _RECORD_COLUMNS = [
@@ -108,19 +114,36 @@ def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInp
     )
 
 
-def captured_position(conn: Connection, rollout_id: str, generation: int, seq: int) -> int | None:
-    """The ``call_index`` the capture projector gave the event at ``seq`` (None if damaged)."""
-    row = conn.execute(
-        _SELECT_POSITION, {"p_rollout_id": rollout_id, "p_generation": generation, "p_seq": seq}
-    ).first()
-    return None if row is None or row.damaged else int(row.call_index)
+@dataclass(frozen=True)
+class CapturedPosition:
+    """A position the capture projector wrote: its ``call_index`` and its record without
+    payloads (compact JSON in Gym's field order)."""
+
+    call_index: int
+    record: str
+
+
+def captured_positions(
+    conn: Connection, rollout_id: str, generation: int, from_seq: int
+) -> dict[int, CapturedPosition]:
+    """The record positions of the rollout generation written by events at ``from_seq`` or
+    later, by event seq (damaged positions are left out: Gym's merge skips them)."""
+    rows = conn.execute(
+        _SELECT_POSITIONS,
+        {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq},
+    ).all()
+    return {
+        int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
+        for row in rows
+        if not row.damaged and row.record is not None
+    }
 
 
 def store_call(
     conn: Connection, rollout_id: str, generation: int, call_index: int, call: Mapping[str, Any]
 ) -> None:
-    conn.execute(
-        _INSERT_CALL,
+    _INSERT_CALL.execute(
+        conn,
         {
             "rollout_id": rollout_id,
             "generation": generation,
