@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.store.schema import events
@@ -126,6 +127,52 @@ def lookup_capture(conn: Connection, rollout_id: str, model_call_id: str) -> Cap
         generation=generation,
         existing=existing,
         next_call_index=row.next_call_index if current else 0,
+    )
+
+
+# The same three facts for many model_call_ids of one rollout (a batch request): one row per
+# call already stored under one of the ids, or a single row with NULL call columns.
+_LOOKUP_MANY = text(
+    "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+    "s.next_call_index, c.model_call_id, c.call_index, c.seq, c.exchange_sha256 "
+    "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+    "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+    "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id IN :model_call_ids"
+).bindparams(bindparam("model_call_ids", expanding=True))
+
+
+@dataclass
+class RolloutCaptureLookup:
+    """What appends of many captures to one rollout decide on: the generation, the calls
+    already stored under any of their model_call_ids, and the next position."""
+
+    generation: int
+    existing: dict[str, StoredCall]
+    next_call_index: int
+
+
+def lookup_captures(
+    conn: Connection, rollout_id: str, model_call_ids: Collection[str]
+) -> RolloutCaptureLookup:
+    """``lookup_capture`` for many model_call_ids of one rollout, in one statement."""
+    rows = conn.execute(
+        _LOOKUP_MANY, {"rollout_id": rollout_id, "model_call_ids": list(model_call_ids)}
+    ).all()
+    first = rows[0]
+    generation = int(first.generation)
+    current = first.state_generation is not None and first.state_generation == generation
+    return RolloutCaptureLookup(
+        generation=generation,
+        existing={
+            row.model_call_id: StoredCall(
+                call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256
+            )
+            for row in rows
+            if row.call_index is not None
+        },
+        next_call_index=first.next_call_index if current else 0,
     )
 
 
