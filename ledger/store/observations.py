@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 
@@ -69,17 +69,18 @@ _SELECT_POSITIONS = (
 _INSERT_CALL = DriverStatement(observation_calls.insert())
 _DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
 _DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
-_RECORD_COLUMNS = [
-    column.name for column in observation_records.columns if column.name != "rollout_id"
-]
-_INSERT_RECORD = insert(observation_records)
-_UPDATE_RECORD = (
-    update(observation_records)
-    .where(observation_records.c.rollout_id == _ROLLOUT)
-    .values({name: bindparam(name) for name in _RECORD_COLUMNS})
+# Writes run on the driver (store/driver.py): a rollout's record is rewritten by every command
+# that touches the rollout, i.e. on every single-capture request.
+_INSERT_RECORD = DriverStatement(observation_records.insert())
+_UPDATE_RECORD = DriverStatement(
+    observation_records.update().where(observation_records.c.rollout_id == _ROLLOUT)
 )
-_INSERT_TOOL_CALLS = insert(observation_tool_calls)
-_INSERT_GAPS = insert(observation_gaps)
+_INSERT_TOOL_CALL = DriverStatement(observation_tool_calls.insert())
+_INSERT_GAP = DriverStatement(observation_gaps.insert())
+_REPLACE_ROWS = {
+    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
+    for table in (observation_tool_calls, observation_gaps)
+}
 _DELETE_BY_ROLLOUT = {
     table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
 }
@@ -246,48 +247,42 @@ def write_record(
         **_perf_columns(projected.record),
     }
     if inputs.stored:
-        conn.execute(_UPDATE_RECORD, {**values, "p_rollout_id": rollout_id})
+        _UPDATE_RECORD.execute(conn, {**values, "p_rollout_id": rollout_id})
     else:
-        conn.execute(_INSERT_RECORD, {**values, "rollout_id": rollout_id})
-    for table in (observation_tool_calls, observation_gaps):
-        conn.execute(_DELETE_BY_ROLLOUT[table.name], {"p_rollout_id": rollout_id})
-    if projected.tool_calls:
-        conn.execute(
-            _INSERT_TOOL_CALLS,
-            [
-                {
-                    "rollout_id": rollout_id,
-                    "position": position,
-                    "generation": inputs.generation,
-                    "invocation_id": tool["invocation_id"],
-                    "tool_call_id": tool["tool_call_id"],
-                    "tool_name": tool.get("tool_name"),
-                    "status": tool["status"],
-                    "timing_source": tool.get("timing_source"),
-                    "sandbox_id": tool.get("sandbox_id"),
-                    "started_at": tool.get("started_at"),
-                    "completed_at": tool.get("completed_at"),
-                    "duration_ms": tool.get("duration_ms"),
-                    "error_type": tool.get("error_type"),
-                }
-                for position, tool in enumerate(projected.tool_calls)
-            ],
+        _INSERT_RECORD.execute(conn, {**values, "rollout_id": rollout_id})
+    for statement in _REPLACE_ROWS.values():
+        statement.execute(conn, {"p_rollout_id": rollout_id})
+    for position, tool in enumerate(projected.tool_calls):
+        _INSERT_TOOL_CALL.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "invocation_id": tool["invocation_id"],
+                "tool_call_id": tool["tool_call_id"],
+                "tool_name": tool.get("tool_name"),
+                "status": tool["status"],
+                "timing_source": tool.get("timing_source"),
+                "sandbox_id": tool.get("sandbox_id"),
+                "started_at": tool.get("started_at"),
+                "completed_at": tool.get("completed_at"),
+                "duration_ms": tool.get("duration_ms"),
+                "error_type": tool.get("error_type"),
+            },
         )
-    if projected.gaps:
-        conn.execute(
-            _INSERT_GAPS,
-            [
-                {
-                    "rollout_id": rollout_id,
-                    "position": position,
-                    "generation": inputs.generation,
-                    "document": document,
-                    "code": gap["code"],
-                    "invocation_id": gap.get("invocation_id"),
-                    "detail": gap.get("detail"),
-                }
-                for position, (document, gap) in enumerate(projected.gaps)
-            ],
+    for position, (document, gap) in enumerate(projected.gaps):
+        _INSERT_GAP.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "document": document,
+                "code": gap["code"],
+                "invocation_id": gap.get("invocation_id"),
+                "detail": gap.get("detail"),
+            },
         )
 
 
