@@ -17,7 +17,7 @@ from sqlalchemy.sql.elements import BindParameter
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.contract.model_calls import ModelCallRecord
 from ledger.store.captures import load_state
-from ledger.store.driver import DriverStatement
+from ledger.store.driver import DriverQuery, DriverStatement
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -42,20 +42,22 @@ def compact_json(value: Any) -> str:
 
 _ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
 _GENERATION: BindParameter[int] = bindparam("p_generation")
-_SELECT_INPUTS = select(
-    observation_records.c.generation,
-    observation_records.c.bundle_seq,
-    observation_records.c.bundle,
-    observation_records.c.result_seq,
-    observation_records.c.result,
-).where(observation_records.c.rollout_id == _ROLLOUT)
-_SELECT_CALLS = (
+_SELECT_INPUTS = DriverQuery(
+    select(
+        observation_records.c.generation,
+        observation_records.c.bundle_seq,
+        observation_records.c.bundle,
+        observation_records.c.result_seq,
+        observation_records.c.result,
+    ).where(observation_records.c.rollout_id == _ROLLOUT)
+)
+_SELECT_CALLS = DriverQuery(
     select(observation_calls.c.call)
     .where(observation_calls.c.rollout_id == _ROLLOUT)
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
 )
-_SELECT_POSITIONS = (
+_SELECT_POSITIONS = DriverQuery(
     select(
         capture_calls.c.seq,
         capture_calls.c.call_index,
@@ -99,7 +101,7 @@ class RecordInputs:
 
 
 def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
-    row = conn.execute(_SELECT_INPUTS, {"p_rollout_id": rollout_id}).first()
+    row = _SELECT_INPUTS.first(conn, {"p_rollout_id": rollout_id})
     if row is None:
         return RecordInputs(generation=generation)
     if row.generation != generation:
@@ -129,10 +131,9 @@ def captured_positions(
 ) -> dict[int, CapturedPosition]:
     """The record positions of the rollout generation written by events at ``from_seq`` or
     later, by event seq (damaged positions are left out: Gym's merge skips them)."""
-    rows = conn.execute(
-        _SELECT_POSITIONS,
-        {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq},
-    ).all()
+    rows = _SELECT_POSITIONS.all(
+        conn, {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq}
+    )
     return {
         int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
         for row in rows
@@ -174,9 +175,7 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
     Calls come from ``observation_calls`` (records with payloads, in ``call_index`` order);
     the merge gaps from the capture projection's ``capture_state`` row.
     """
-    rows = conn.execute(
-        _SELECT_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
-    ).all()
+    rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
     records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
     state = load_state(conn, rollout_id, generation)
     gaps = capture_gaps(
