@@ -21,6 +21,8 @@ __all__ = [
     "ToolCall",
     "aggregate_model_call_records",
     "build_model_call_record",
+    "dump_with_payloads",
+    "record_payloads",
 ]
 
 # The keys an attachment leaves out unless payloads are asked for (§6.1).
@@ -108,6 +110,35 @@ def _finish_reason(response: Mapping[str, Any]) -> str | None:
     return None
 
 
+def record_payloads(exchange: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload fields (``PAYLOAD_FIELDS``) of the record an exchange builds, JSON-ready."""
+    return {
+        "request": _object_or_none(exchange.get("request")),
+        "response": _object_or_none(exchange.get("response")),
+        "request_raw": _string_or_none(exchange.get("request_raw")),
+        "response_raw": _string_or_none(exchange.get("response_raw")),
+    }
+
+
+_RECORD_FIELDS: tuple[str, ...] = tuple(ModelCallRecord.model_fields)
+
+
+def dump_with_payloads(
+    dump_without_payloads: Mapping[str, Any], exchange: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``build_model_call_record(exchange, i).model_dump(mode="json")``, from the dump without
+    payloads of that same record: the payloads are copied from the exchange, in field order.
+
+    The record is derived once per capture; its payload-free dump is stored, and the dump
+    with payloads is put back together from it instead of deriving the record again.
+    """
+    payloads = record_payloads(exchange)
+    return {
+        name: payloads[name] if name in payloads else dump_without_payloads[name]
+        for name in _RECORD_FIELDS
+    }
+
+
 def build_model_call_record(exchange: Mapping[str, Any], call_index: int) -> ModelCallRecord:
     """Derive the record of one raw exchange at durable position ``call_index``.
 
@@ -117,8 +148,9 @@ def build_model_call_record(exchange: Mapping[str, Any], call_index: int) -> Mod
     """
     if not isinstance(exchange, Mapping):
         raise ValueError(f"a capture exchange must be a JSON object, got {type(exchange).__name__}")
-    request = _object_or_none(exchange.get("request"))
-    response = _object_or_none(exchange.get("response"))
+    payloads = record_payloads(exchange)
+    request = payloads["request"]
+    response = payloads["response"]
     body: Mapping[str, Any] = response if response is not None else {}
     tokens = extract_token_stats(response)
     tool_calls, reasoning = extract_tool_calls_and_reasoning(response)
@@ -145,8 +177,8 @@ def build_model_call_record(exchange: Mapping[str, Any], call_index: int) -> Mod
             "tokens_total": tokens.tokens_total,
             "request": request,
             "response": response,
-            "request_raw": _string_or_none(exchange.get("request_raw")),
-            "response_raw": _string_or_none(exchange.get("response_raw")),
+            "request_raw": payloads["request_raw"],
+            "response_raw": payloads["response_raw"],
             "tool_calls": tool_calls,
             "reasoning_content": reasoning,
             "cache_hit": tokens.cache_hit,

@@ -38,10 +38,12 @@ from ledger.events.capture import (
 from ledger.ids import validate_rollout_id
 from ledger.store.captures import (
     CaptureView,
+    StoredCall,
     find_call,
     is_pending,
     load_state,
     lookup_capture,
+    lookup_captures,
     read_capture_view,
 )
 from ledger.store.store import LedgerStore
@@ -164,27 +166,40 @@ def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureRecei
 
     Raises Conflict before appending anything, so a batch can carry on with its other items.
     """
+    lookup = lookup_capture(tx.conn, prepared.rollout_id, prepared.model_call_id)
+    receipt, _ = decide_append(tx, prepared, lookup.existing, lookup.next_call_index)
+    return receipt
+
+
+def decide_append(
+    tx: WriteTransaction,
+    prepared: PreparedExchange,
+    existing: StoredCall | None,
+    next_call_index: int,
+) -> tuple[CaptureReceipt, StoredCall | None]:
+    """The append decision given what is stored: the receipt, and the call it appended (None
+    for an idempotent repeat). Raises Conflict before appending anything."""
     rollout_id = prepared.rollout_id
     model_call_id = prepared.model_call_id
-    lookup = lookup_capture(tx.conn, rollout_id, model_call_id)
-    existing = lookup.existing
     if existing is not None:
         if existing.exchange_sha256 != prepared.sha256:
             raise Conflict(
                 f"model_call_id {model_call_id!r} was already captured for rollout "
                 f"{rollout_id!r} with a different exchange"
             )
-        return CaptureReceipt(
+        receipt = CaptureReceipt(
             rollout_id, model_call_id, existing.call_index, existing.seq, created=False
         )
+        return receipt, None
     appended = tx.append(
         MODEL_CALL_CAPTURED,
         ModelCallCaptured.model_construct(model_call_id=model_call_id, exchange=prepared.exchange),
         rollout_id=rollout_id,
     )
-    return CaptureReceipt(
-        rollout_id, model_call_id, lookup.next_call_index, appended.event.seq, created=True
-    )
+    event = appended.event
+    receipt = CaptureReceipt(rollout_id, model_call_id, next_call_index, event.seq, created=True)
+    # What the capture projection now holds for the id (a captured event takes one position).
+    return receipt, StoredCall(next_call_index, event.seq, event.payload_sha256)
 
 
 def append_command(prepared: PreparedExchange) -> Callable[[WriteTransaction], CaptureReceipt]:
@@ -197,15 +212,35 @@ def append_command(prepared: PreparedExchange) -> Callable[[WriteTransaction], C
 def append_many_command(
     prepared: Sequence[PreparedExchange],
 ) -> Callable[[WriteTransaction], list[CaptureReceipt | Conflict]]:
-    """A whole batch request in one write command: no savepoint and no future per item."""
+    """A whole batch request in one write command: no savepoint and no future per item.
+
+    Each item is decided exactly as ``append_one`` would decide it after the items before it,
+    but what is stored is read once per rollout (one statement for all its model_call_ids)
+    and then kept up to date as the items append: within the command nothing else writes
+    these rollouts, and each captured event takes the next position.
+    """
 
     def command(tx: WriteTransaction) -> list[CaptureReceipt | Conflict]:
+        ids_by_rollout: dict[str, set[str]] = {}
+        for item in prepared:
+            ids_by_rollout.setdefault(item.rollout_id, set()).add(item.model_call_id)
+        lookups = {
+            rollout_id: lookup_captures(tx.conn, rollout_id, model_call_ids)
+            for rollout_id, model_call_ids in ids_by_rollout.items()
+        }
         outcomes: list[CaptureReceipt | Conflict] = []
         for item in prepared:
+            lookup = lookups[item.rollout_id]
+            existing = lookup.existing.get(item.model_call_id)
             try:
-                outcomes.append(append_one(tx, item))
+                receipt, stored = decide_append(tx, item, existing, lookup.next_call_index)
             except Conflict as exc:
                 outcomes.append(exc)
+                continue
+            if stored is not None:
+                lookup.existing[item.model_call_id] = stored
+                lookup.next_call_index += 1
+            outcomes.append(receipt)
         return outcomes
 
     return command

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import BigInteger, Connection, Integer, String, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.store.driver import DriverQuery
 from ledger.store.schema import events
 from ledger.store.schema.captures import capture_calls, capture_pending, capture_state
 
@@ -79,10 +81,8 @@ def _state_from_row(row: Any) -> CaptureState:
 
 # The write path runs these for every capture: plain text statements built once skip
 # SQLAlchemy's per-call expression construction and cache-key work (most of its cost).
-_LOAD_STATE = text(
-    "SELECT rollout_id, generation, next_call_index, record_count, damaged_count, "
-    "has_evidence, incomplete, pending_count, cleared_seq, last_seq "
-    "FROM capture_state WHERE rollout_id = :rollout_id"
+_LOAD_STATE = DriverQuery(
+    select(capture_state).where(capture_state.c.rollout_id == bindparam("rollout_id"))
 )
 _FIND_CALL = text(
     "SELECT call_index, seq, exchange_sha256 FROM capture_calls "
@@ -91,14 +91,23 @@ _FIND_CALL = text(
 )
 
 
-_LOOKUP = text(
-    "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
-    "s.next_call_index, c.call_index, c.seq, c.exchange_sha256 "
-    "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
-    "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
-    "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
-    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
-    "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id = :model_call_id"
+_LOOKUP = DriverQuery(
+    text(
+        "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+        "s.next_call_index, c.call_index, c.seq, c.exchange_sha256 "
+        "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+        "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+        "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+        "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+        "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id = :model_call_id"
+    ).columns(
+        generation=Integer,
+        state_generation=Integer,
+        next_call_index=Integer,
+        call_index=Integer,
+        seq=BigInteger,
+        exchange_sha256=String,
+    )
 )
 
 
@@ -114,7 +123,8 @@ class CaptureLookup:
 
 def lookup_capture(conn: Connection, rollout_id: str, model_call_id: str) -> CaptureLookup:
     """The three facts an append needs, in one statement (it runs for every capture)."""
-    row = conn.execute(_LOOKUP, {"rollout_id": rollout_id, "model_call_id": model_call_id}).one()
+    row = _LOOKUP.first(conn, {"rollout_id": rollout_id, "model_call_id": model_call_id})
+    assert row is not None  # the key row is always there
     generation = int(row.generation)
     existing = None
     if row.call_index is not None:
@@ -129,8 +139,54 @@ def lookup_capture(conn: Connection, rollout_id: str, model_call_id: str) -> Cap
     )
 
 
+# The same three facts for many model_call_ids of one rollout (a batch request): one row per
+# call already stored under one of the ids, or a single row with NULL call columns.
+_LOOKUP_MANY = text(
+    "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+    "s.next_call_index, c.model_call_id, c.call_index, c.seq, c.exchange_sha256 "
+    "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+    "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+    "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id IN :model_call_ids"
+).bindparams(bindparam("model_call_ids", expanding=True))
+
+
+@dataclass
+class RolloutCaptureLookup:
+    """What appends of many captures to one rollout decide on: the generation, the calls
+    already stored under any of their model_call_ids, and the next position."""
+
+    generation: int
+    existing: dict[str, StoredCall]
+    next_call_index: int
+
+
+def lookup_captures(
+    conn: Connection, rollout_id: str, model_call_ids: Collection[str]
+) -> RolloutCaptureLookup:
+    """``lookup_capture`` for many model_call_ids of one rollout, in one statement."""
+    rows = conn.execute(
+        _LOOKUP_MANY, {"rollout_id": rollout_id, "model_call_ids": list(model_call_ids)}
+    ).all()
+    first = rows[0]
+    generation = int(first.generation)
+    current = first.state_generation is not None and first.state_generation == generation
+    return RolloutCaptureLookup(
+        generation=generation,
+        existing={
+            row.model_call_id: StoredCall(
+                call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256
+            )
+            for row in rows
+            if row.call_index is not None
+        },
+        next_call_index=first.next_call_index if current else 0,
+    )
+
+
 def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureState:
-    row = conn.execute(_LOAD_STATE, {"rollout_id": rollout_id}).first()
+    row = _LOAD_STATE.first(conn, {"rollout_id": rollout_id})
     if row is None or row.generation != generation:
         return CaptureState(rollout_id=rollout_id, generation=generation, stored=row is not None)
     return _state_from_row(row)

@@ -12,14 +12,16 @@ Statements run this way bypass SQLAlchemy's cursor events (and its echo logging)
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.selectable import Select, TextualSelect
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,81 @@ class DriverStatement:
             ) from exc
         finally:
             cursor.close()
+
+
+@dataclass(frozen=True)
+class _CompiledQuery:
+    sql: str
+    positional: bool
+    binds: tuple[tuple[str, Callable[[Any], Any] | None], ...]
+    # One per selected column: the type's result processor, or None.
+    results: tuple[Callable[[Any], Any] | None, ...]
+    row: type[NamedTuple]
+
+
+class DriverQuery:
+    """A SELECT run on the driver's cursor: rows come back as named tuples whose fields are
+    the selected columns' names, values processed by their types' result processors.
+
+    For small keyed reads that run for every event; expanding (``IN``) parameters are not
+    supported.
+    """
+
+    def __init__(self, statement: Select[Any] | TextualSelect) -> None:
+        self._statement = statement
+        self._compiled: dict[str, _CompiledQuery] = {}
+
+    def _compile(self, dialect: Dialect) -> _CompiledQuery:
+        compiled = self._statement.compile(dialect=dialect)
+        names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
+        binds = tuple(
+            (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in names
+        )
+        columns = list(self._statement.selected_columns)
+        results = tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
+        )
+        row = namedtuple("row", [column.key for column in columns])  # type: ignore[misc]
+        return _CompiledQuery(compiled.string, compiled.positional, binds, results, row)
+
+    def all(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
+        dialect = conn.dialect
+        compiled = self._compiled.get(dialect.name)
+        if compiled is None:
+            compiled = self._compiled[dialect.name] = self._compile(dialect)
+        values = [
+            params[name] if process is None else process(params[name])
+            for name, process in compiled.binds
+        ]
+        bound: tuple[Any, ...] | dict[str, Any] = (
+            tuple(values)
+            if compiled.positional
+            else dict(zip((name for name, _ in compiled.binds), values, strict=True))
+        )
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(compiled.sql, bound)
+            raw = cursor.fetchall()
+        except dialect.loaded_dbapi.Error as exc:
+            raise DBAPIError.instance(
+                compiled.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
+            ) from exc
+        finally:
+            cursor.close()
+        make, results = compiled.row, compiled.results
+        if not any(results):
+            return [make(*values) for values in raw]
+        return [
+            make(
+                *(
+                    value if process is None or value is None else process(value)
+                    for process, value in zip(results, values, strict=True)
+                )
+            )
+            for values in raw
+        ]
+
+    def first(self, conn: Connection, params: Mapping[str, Any]) -> Any | None:
+        rows = self.all(conn, params)
+        return rows[0] if rows else None

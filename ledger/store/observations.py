@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.contract.model_calls import ModelCallRecord
 from ledger.store.captures import load_state
+from ledger.store.driver import DriverQuery, DriverStatement
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -41,39 +42,47 @@ def compact_json(value: Any) -> str:
 
 _ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
 _GENERATION: BindParameter[int] = bindparam("p_generation")
-_SELECT_INPUTS = select(
-    observation_records.c.generation,
-    observation_records.c.bundle_seq,
-    observation_records.c.bundle,
-    observation_records.c.result_seq,
-    observation_records.c.result,
-).where(observation_records.c.rollout_id == _ROLLOUT)
-_SELECT_CALLS = (
+_SELECT_INPUTS = DriverQuery(
+    select(
+        observation_records.c.generation,
+        observation_records.c.bundle_seq,
+        observation_records.c.bundle,
+        observation_records.c.result_seq,
+        observation_records.c.result,
+    ).where(observation_records.c.rollout_id == _ROLLOUT)
+)
+_SELECT_CALLS = DriverQuery(
     select(observation_calls.c.call)
     .where(observation_calls.c.rollout_id == _ROLLOUT)
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
 )
-_SELECT_POSITION = (
-    select(capture_calls.c.call_index, capture_calls.c.damaged)
+_SELECT_POSITIONS = DriverQuery(
+    select(
+        capture_calls.c.seq,
+        capture_calls.c.call_index,
+        capture_calls.c.damaged,
+        capture_calls.c.record,
+    )
     .where(capture_calls.c.rollout_id == _ROLLOUT)
     .where(capture_calls.c.generation == _GENERATION)
-    .where(capture_calls.c.seq == bindparam("p_seq"))
+    .where(capture_calls.c.seq >= bindparam("p_from_seq"))
 )
-_INSERT_CALL = insert(observation_calls)
+_INSERT_CALL = DriverStatement(observation_calls.insert())
 _DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
 _DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
-_RECORD_COLUMNS = [
-    column.name for column in observation_records.columns if column.name != "rollout_id"
-]
-_INSERT_RECORD = insert(observation_records)
-_UPDATE_RECORD = (
-    update(observation_records)
-    .where(observation_records.c.rollout_id == _ROLLOUT)
-    .values({name: bindparam(name) for name in _RECORD_COLUMNS})
+# Writes run on the driver (store/driver.py): a rollout's record is rewritten by every command
+# that touches the rollout, i.e. on every single-capture request.
+_INSERT_RECORD = DriverStatement(observation_records.insert())
+_UPDATE_RECORD = DriverStatement(
+    observation_records.update().where(observation_records.c.rollout_id == _ROLLOUT)
 )
-_INSERT_TOOL_CALLS = insert(observation_tool_calls)
-_INSERT_GAPS = insert(observation_gaps)
+_INSERT_TOOL_CALL = DriverStatement(observation_tool_calls.insert())
+_INSERT_GAP = DriverStatement(observation_gaps.insert())
+_REPLACE_ROWS = {
+    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
+    for table in (observation_tool_calls, observation_gaps)
+}
 _DELETE_BY_ROLLOUT = {
     table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
 }
@@ -92,7 +101,7 @@ class RecordInputs:
 
 
 def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
-    row = conn.execute(_SELECT_INPUTS, {"p_rollout_id": rollout_id}).first()
+    row = _SELECT_INPUTS.first(conn, {"p_rollout_id": rollout_id})
     if row is None:
         return RecordInputs(generation=generation)
     if row.generation != generation:
@@ -108,19 +117,35 @@ def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInp
     )
 
 
-def captured_position(conn: Connection, rollout_id: str, generation: int, seq: int) -> int | None:
-    """The ``call_index`` the capture projector gave the event at ``seq`` (None if damaged)."""
-    row = conn.execute(
-        _SELECT_POSITION, {"p_rollout_id": rollout_id, "p_generation": generation, "p_seq": seq}
-    ).first()
-    return None if row is None or row.damaged else int(row.call_index)
+@dataclass(frozen=True)
+class CapturedPosition:
+    """A position the capture projector wrote: its ``call_index`` and its record without
+    payloads (compact JSON in Gym's field order)."""
+
+    call_index: int
+    record: str
+
+
+def captured_positions(
+    conn: Connection, rollout_id: str, generation: int, from_seq: int
+) -> dict[int, CapturedPosition]:
+    """The record positions of the rollout generation written by events at ``from_seq`` or
+    later, by event seq (damaged positions are left out: Gym's merge skips them)."""
+    rows = _SELECT_POSITIONS.all(
+        conn, {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq}
+    )
+    return {
+        int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
+        for row in rows
+        if not row.damaged and row.record is not None
+    }
 
 
 def store_call(
     conn: Connection, rollout_id: str, generation: int, call_index: int, call: Mapping[str, Any]
 ) -> None:
-    conn.execute(
-        _INSERT_CALL,
+    _INSERT_CALL.execute(
+        conn,
         {
             "rollout_id": rollout_id,
             "generation": generation,
@@ -150,9 +175,7 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
     Calls come from ``observation_calls`` (records with payloads, in ``call_index`` order);
     the merge gaps from the capture projection's ``capture_state`` row.
     """
-    rows = conn.execute(
-        _SELECT_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
-    ).all()
+    rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
     records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
     state = load_state(conn, rollout_id, generation)
     gaps = capture_gaps(
@@ -223,48 +246,42 @@ def write_record(
         **_perf_columns(projected.record),
     }
     if inputs.stored:
-        conn.execute(_UPDATE_RECORD, {**values, "p_rollout_id": rollout_id})
+        _UPDATE_RECORD.execute(conn, {**values, "p_rollout_id": rollout_id})
     else:
-        conn.execute(_INSERT_RECORD, {**values, "rollout_id": rollout_id})
-    for table in (observation_tool_calls, observation_gaps):
-        conn.execute(_DELETE_BY_ROLLOUT[table.name], {"p_rollout_id": rollout_id})
-    if projected.tool_calls:
-        conn.execute(
-            _INSERT_TOOL_CALLS,
-            [
-                {
-                    "rollout_id": rollout_id,
-                    "position": position,
-                    "generation": inputs.generation,
-                    "invocation_id": tool["invocation_id"],
-                    "tool_call_id": tool["tool_call_id"],
-                    "tool_name": tool.get("tool_name"),
-                    "status": tool["status"],
-                    "timing_source": tool.get("timing_source"),
-                    "sandbox_id": tool.get("sandbox_id"),
-                    "started_at": tool.get("started_at"),
-                    "completed_at": tool.get("completed_at"),
-                    "duration_ms": tool.get("duration_ms"),
-                    "error_type": tool.get("error_type"),
-                }
-                for position, tool in enumerate(projected.tool_calls)
-            ],
+        _INSERT_RECORD.execute(conn, {**values, "rollout_id": rollout_id})
+    for statement in _REPLACE_ROWS.values():
+        statement.execute(conn, {"p_rollout_id": rollout_id})
+    for position, tool in enumerate(projected.tool_calls):
+        _INSERT_TOOL_CALL.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "invocation_id": tool["invocation_id"],
+                "tool_call_id": tool["tool_call_id"],
+                "tool_name": tool.get("tool_name"),
+                "status": tool["status"],
+                "timing_source": tool.get("timing_source"),
+                "sandbox_id": tool.get("sandbox_id"),
+                "started_at": tool.get("started_at"),
+                "completed_at": tool.get("completed_at"),
+                "duration_ms": tool.get("duration_ms"),
+                "error_type": tool.get("error_type"),
+            },
         )
-    if projected.gaps:
-        conn.execute(
-            _INSERT_GAPS,
-            [
-                {
-                    "rollout_id": rollout_id,
-                    "position": position,
-                    "generation": inputs.generation,
-                    "document": document,
-                    "code": gap["code"],
-                    "invocation_id": gap.get("invocation_id"),
-                    "detail": gap.get("detail"),
-                }
-                for position, (document, gap) in enumerate(projected.gaps)
-            ],
+    for position, (document, gap) in enumerate(projected.gaps):
+        _INSERT_GAP.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "document": document,
+                "code": gap["code"],
+                "invocation_id": gap.get("invocation_id"),
+                "detail": gap.get("detail"),
+            },
         )
 
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, insert, text
+from sqlalchemy import Connection, Table, bindparam, delete, insert
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.contract.model_calls import PAYLOAD_FIELDS, build_model_call_record
@@ -25,6 +25,7 @@ from ledger.events.capture import (
 )
 from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.store.captures import CaptureState, is_pending, load_state
+from ledger.store.driver import DriverStatement
 from ledger.store.projections.base import Projector
 from ledger.store.records import StoredEvent
 from ledger.store.schema.captures import capture_calls, capture_pending, capture_state
@@ -45,20 +46,11 @@ _HANDLED = frozenset(
 _PAYLOADS = set(PAYLOAD_FIELDS)
 
 _CALL_COLUMNS = [column.name for column in capture_calls.columns]
-# Built once: see the note on the text statements in ledger/store/captures.py.
-_INSERT_CALL = text(
-    f"INSERT INTO capture_calls ({', '.join(_CALL_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + name for name in _CALL_COLUMNS)})"
-)
-_STATE_COLUMNS = [column.name for column in capture_state.columns]
-_INSERT_STATE = text(
-    f"INSERT INTO capture_state ({', '.join(_STATE_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + name for name in _STATE_COLUMNS)})"
-)
-_UPDATE_STATE = text(
-    "UPDATE capture_state SET "
-    + ", ".join(f"{name} = :{name}" for name in _STATE_COLUMNS if name != "rollout_id")
-    + " WHERE rollout_id = :rollout_id"
+# Compiled once and run on the driver (store/driver.py): these run for every capture.
+_INSERT_CALL = DriverStatement(capture_calls.insert())
+_INSERT_STATE = DriverStatement(capture_state.insert())
+_UPDATE_STATE = DriverStatement(
+    capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
 
@@ -107,17 +99,33 @@ def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
 
 
 class CapturesProjector:
+    """Writes every row in ``apply``; remembers, for the current command only, the
+    ``capture_state`` rows it wrote, so a command appending many captures to a rollout reads
+    that row once instead of once per capture."""
+
     name = "captures"
     tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
+
+    def __init__(self) -> None:
+        # rollout_id -> the capture_state row as this projector last wrote it in this command.
+        self._written: dict[str, CaptureState] = {}
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
     def flush(self, conn: Connection) -> None:
-        """Nothing is deferred: ``apply`` writes every row."""
+        """Rows are all written by ``apply``; the remembered state ends with the command."""
+        self._written = {}
 
     def discard(self) -> None:
-        """Nothing is deferred."""
+        """The command's savepoint was rolled back: what was remembered is not true."""
+        self._written = {}
+
+    def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
+        written = self._written.get(rollout_id)
+        if written is not None and written.generation == generation:
+            return written
+        return load_state(conn, rollout_id, generation)
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         rollout_id = event.rollout_id
@@ -126,8 +134,9 @@ class CapturesProjector:
         if event.kind == ROLLOUT_DELETED:
             self._forget_generation(conn, rollout_id, event.generation)
             conn.execute(delete(capture_state).where(capture_state.c.rollout_id == rollout_id))
+            self._written.pop(rollout_id, None)
             return
-        state = load_state(conn, rollout_id, event.generation)
+        state = self._state(conn, rollout_id, event.generation)
         stored = state.stored
         payload = event.payload
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):
@@ -154,7 +163,6 @@ class CapturesProjector:
         elif event.kind == CAPTURE_PENDING_WITHDRAWN and payload is not None:
             state = self._settle_pending(conn, state, payload["model_call_id"])
         values = {
-            "rollout_id": rollout_id,
             "generation": state.generation,
             "next_call_index": state.next_call_index,
             "record_count": state.record_count,
@@ -165,7 +173,11 @@ class CapturesProjector:
             "cleared_seq": state.cleared_seq,
             "last_seq": event.seq,
         }
-        conn.execute(_UPDATE_STATE if stored else _INSERT_STATE, values)
+        if stored:
+            _UPDATE_STATE.execute(conn, {**values, "b_rollout_id": rollout_id})
+        else:
+            _INSERT_STATE.execute(conn, {**values, "rollout_id": rollout_id})
+        self._written[rollout_id] = replace(state, last_seq=event.seq, stored=True)
 
     def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
         call_index = state.next_call_index
@@ -187,7 +199,7 @@ class CapturesProjector:
             call_index=call_index,
             seq=event.seq,
         )
-        conn.execute(_INSERT_CALL, row)
+        _INSERT_CALL.execute(conn, row)
         if row["damaged"]:
             state = replace(state, damaged_count=state.damaged_count + 1)
         else:

@@ -8,13 +8,14 @@ capture projector, so ``capture_state`` and ``capture_calls`` already include th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, Table
 
-from ledger.contract.model_calls import build_model_call_record
+from ledger.contract.model_calls import dump_with_payloads
 from ledger.contract.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.contract.result import RolloutResult, trajectory_identity
 from ledger.events.capture import (
@@ -31,7 +32,7 @@ from ledger.store.observations import (
     AREA_TABLES,
     ProjectedRecord,
     RecordInputs,
-    captured_position,
+    captured_positions,
     forget_calls,
     forget_rollout,
     load_capture_attachment,
@@ -95,6 +96,8 @@ class _Pending:
     last_seq: int
     bundle: tuple[int, dict[str, Any]] | None = None
     result: tuple[int, dict[str, Any]] | None = None
+    # Captures since the command began (or since the rollout's last clear in it): (seq, exchange).
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
 
 class ObservationsProjector:
@@ -130,9 +133,10 @@ class ObservationsProjector:
         pending.last_seq = event.seq
         payload = event.payload
         if event.kind == MODEL_CALL_CAPTURED and payload is not None:
-            self._keep_call(conn, event, payload)
+            pending.calls.append((event.seq, payload["exchange"]))
         elif event.kind == CAPTURE_CLEARED:
             forget_calls(conn, rollout_id, event.generation)
+            pending.calls = []
         elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
             pending.bundle = (event.seq, payload["bundle"])
         elif event.kind == RESULT_RECORDED and payload is not None:
@@ -141,6 +145,8 @@ class ObservationsProjector:
     def flush(self, conn: Connection) -> None:
         pending_rollouts, self._pending = self._pending, {}
         for rollout_id, pending in pending_rollouts.items():
+            if pending.calls:
+                self._keep_calls(conn, rollout_id, pending)
             inputs = load_inputs(conn, rollout_id, pending.generation)
             if pending.bundle is not None:
                 inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
@@ -160,16 +166,17 @@ class ObservationsProjector:
     def discard(self) -> None:
         self._pending = {}
 
-    def _keep_call(self, conn: Connection, event: StoredEvent, payload: dict[str, Any]) -> None:
-        """Keep the call's record with payloads, at the position the capture projector gave it."""
-        assert event.rollout_id is not None
-        call_index = captured_position(conn, event.rollout_id, event.generation, event.seq)
-        if call_index is None:  # a damaged position: Gym's merge skips it
-            return
-        record = build_model_call_record(payload["exchange"], call_index)
-        store_call(
-            conn, event.rollout_id, event.generation, call_index, record.model_dump(mode="json")
-        )
+    def _keep_calls(self, conn: Connection, rollout_id: str, pending: _Pending) -> None:
+        """Keep each captured call's record with payloads, at the position the capture
+        projector gave it: its stored payload-free record plus the exchange's payloads, so the
+        record is derived once per capture (by the capture projector), not twice."""
+        positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
+        for seq, exchange in pending.calls:
+            position = positions.get(seq)
+            if position is None:  # a damaged position: Gym's merge skips it
+                continue
+            call = dump_with_payloads(json.loads(position.record), exchange)
+            store_call(conn, rollout_id, pending.generation, position.call_index, call)
 
 
 def projectors() -> list[Projector]:
