@@ -1,11 +1,12 @@
-"""Write statements of the append hot path, run on the driver's cursor.
+"""Statements of the append hot path, run on the driver's cursor.
 
 ``Connection.execute`` costs about 15 µs per call in SQLAlchemy's own machinery (execution
 context, events, result set-up), more than a small INSERT takes in SQLite. The writer runs a few
 statements per event, so that overhead decided the append rate. A ``DriverStatement`` is a Core
 statement compiled once per dialect and parameter set, then executed on the DBAPI cursor with
 the same bind processors SQLAlchemy would apply, so the stored values are identical to the
-Core path. Only statements that return no rows go this way; reads stay on Core.
+Core path. A ``DriverQuery`` does the same for the small keyed SELECTs of the hot path, with the
+columns' result processors; every other read stays on Core.
 
 Statements run this way bypass SQLAlchemy's cursor events (and its echo logging).
 """
@@ -32,6 +33,45 @@ class _Compiled:
     binds: tuple[tuple[str, Callable[[Any], Any] | None], ...]
 
 
+def _bind_plan(
+    compiled: Any, dialect: Dialect
+) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """(parameter name, bind processor or None), in the order the driver wants them."""
+    names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
+    return tuple(
+        (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+        for name in names
+    )
+
+
+def _run(
+    conn: Connection,
+    sql: str,
+    positional: bool,
+    binds: tuple[tuple[str, Callable[[Any], Any] | None], ...],
+    params: Mapping[str, Any],
+    *,
+    fetch: bool,
+) -> tuple[int, list[Any]]:
+    """Execute on the DBAPI cursor; return (rowcount, rows if ``fetch``)."""
+    values = [params[name] if process is None else process(params[name]) for name, process in binds]
+    bound: tuple[Any, ...] | dict[str, Any] = (
+        tuple(values) if positional else dict(zip((name for name, _ in binds), values, strict=True))
+    )
+    dialect = conn.dialect
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, bound)
+        return int(cursor.rowcount), (list(cursor.fetchall()) if fetch else [])
+    except dialect.loaded_dbapi.Error as exc:
+        # The same exception Core would raise, so callers translate driver errors as before.
+        raise DBAPIError.instance(
+            sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
+        ) from exc
+    finally:
+        cursor.close()
+
+
 class DriverStatement:
     """An INSERT/UPDATE/DELETE whose columns come from the parameter names, as with Core."""
 
@@ -41,12 +81,7 @@ class DriverStatement:
 
     def _compile(self, dialect: Dialect, keys: frozenset[str]) -> _Compiled:
         compiled = self._statement.compile(dialect=dialect, column_keys=sorted(keys))
-        names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
-        binds = tuple(
-            (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
-            for name in names
-        )
-        return _Compiled(compiled.string, compiled.positional, binds)
+        return _Compiled(compiled.string, compiled.positional, _bind_plan(compiled, dialect))
 
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run with ``params``; return the driver's rowcount."""
@@ -55,26 +90,10 @@ class DriverStatement:
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self._compiled[key] = self._compile(dialect, key[1])
-        values = [
-            params[name] if process is None else process(params[name])
-            for name, process in compiled.binds
-        ]
-        bound: tuple[Any, ...] | dict[str, Any] = (
-            tuple(values)
-            if compiled.positional
-            else dict(zip((name for name, _ in compiled.binds), values, strict=True))
+        rowcount, _ = _run(
+            conn, compiled.sql, compiled.positional, compiled.binds, params, fetch=False
         )
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(compiled.sql, bound)
-            return int(cursor.rowcount)
-        except dialect.loaded_dbapi.Error as exc:
-            # The same exception Core would raise, so callers translate driver errors as before.
-            raise DBAPIError.instance(
-                compiled.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
-            ) from exc
-        finally:
-            cursor.close()
+        return rowcount
 
 
 @dataclass(frozen=True)
@@ -101,11 +120,7 @@ class DriverQuery:
 
     def _compile(self, dialect: Dialect) -> _CompiledQuery:
         compiled = self._statement.compile(dialect=dialect)
-        names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
-        binds = tuple(
-            (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
-            for name in names
-        )
+        binds = _bind_plan(compiled, dialect)
         columns = list(self._statement.selected_columns)
         results = tuple(
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
@@ -118,25 +133,7 @@ class DriverQuery:
         compiled = self._compiled.get(dialect.name)
         if compiled is None:
             compiled = self._compiled[dialect.name] = self._compile(dialect)
-        values = [
-            params[name] if process is None else process(params[name])
-            for name, process in compiled.binds
-        ]
-        bound: tuple[Any, ...] | dict[str, Any] = (
-            tuple(values)
-            if compiled.positional
-            else dict(zip((name for name, _ in compiled.binds), values, strict=True))
-        )
-        cursor = conn.connection.cursor()
-        try:
-            cursor.execute(compiled.sql, bound)
-            raw = cursor.fetchall()
-        except dialect.loaded_dbapi.Error as exc:
-            raise DBAPIError.instance(
-                compiled.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
-            ) from exc
-        finally:
-            cursor.close()
+        _, raw = _run(conn, compiled.sql, compiled.positional, compiled.binds, params, fetch=True)
         make, results = compiled.row, compiled.results
         if not any(results):
             return [make(*values) for values in raw]
