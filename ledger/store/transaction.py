@@ -138,10 +138,13 @@ class WriteTransaction:
         version, body = self._catalogue.encode(kind, payload)
         try:
             payload_bytes = canonical_json_bytes(body)
-            if idempotency_key is not None:
-                canonical_json_bytes(idempotency_key)
         except ValueError as exc:
             raise InvalidPayload(f"{kind} payload cannot be stored: {exc}") from None
+        if idempotency_key is not None:
+            try:
+                idempotency_key.encode()
+            except UnicodeEncodeError:
+                raise InvalidPayload("idempotency key is not valid Unicode") from None
         payload_text = payload_bytes.decode()
         payload_sha256 = sha256_hex(payload_bytes)
         if idempotency_key is not None:
