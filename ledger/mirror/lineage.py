@@ -8,11 +8,11 @@ reach the files, exactly as Gym discards them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.canonical import canonical_json
 from ledger.events.lineage import FAILURE_RECORDED, ROW_RECORDED
 from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.mirror.base import MirrorArea
@@ -25,8 +25,12 @@ FENCE_SUFFIX = ".lineage.retired"
 
 
 def ledger_line(row: dict[str, object]) -> bytes:
-    """One ledger line exactly as Gym appends it: compact JSON, sorted keys, newline."""
-    return (canonical_json(row) + "\n").encode()
+    """One ledger line exactly as Gym appends it: compact JSON, sorted keys, newline.
+
+    Gym keeps json's default ``ensure_ascii``, so a non-ASCII string is written as ``\\uXXXX``;
+    doing the same keeps the mirror byte-identical to Gym's own file.
+    """
+    return (json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
 class LineageMirrorArea:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ledger.contract.lineage import CommittedRow, FailureRow, build_manifest
 from ledger.mirror.areas import default_areas
-from ledger.mirror.lineage import LineageMirrorArea
+from ledger.mirror.lineage import LineageMirrorArea, ledger_line
 from ledger.service.lineage import LineageService
 from ledger.store.store import LedgerStore
 from tests.lineage.rows import committed_row, failure_row
@@ -80,3 +80,9 @@ async def test_file_names_and_registration() -> None:
     assert area.file_names("r1") == ["r1.lineage.jsonl", "r1.lineage.retired"]
     assert any(isinstance(a, LineageMirrorArea) for a in default_areas())
     assert area.handles("ledger.row_recorded") and not area.handles("ledger.row_discarded")
+
+
+def test_ledger_lines_are_byte_identical_to_gyms_json_dumps() -> None:
+    row: dict[str, object] = {"response_id": "réponse-1", "model_call_id": "c1", "cum_len": 9}
+    line = ledger_line(row)
+    assert line == b'{"cum_len":9,"model_call_id":"c1","response_id":"r\\u00e9ponse-1"}\n'
