@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ledger.canonical import canonical_json_bytes, sha256_hex
 from ledger.contract.capture_attachment import (
@@ -286,72 +286,67 @@ class CaptureService:
                     results[position] = BatchItemResult(201 if outcome.created else 200, outcome)
         return [result for result in results if result is not None]
 
-    async def mark_incomplete(self, rollout_id: str, reason: str | None = None) -> MarkerReceipt:
+    async def _append_marker(
+        self,
+        rollout_id: str,
+        kind: str,
+        payload: BaseModel,
+        changes: Callable[[WriteTransaction, int], bool],
+    ) -> MarkerReceipt:
+        """Append ``kind`` unless ``changes(tx, generation)`` says it would change nothing (then
+        no event: marking, clearing, announcing and withdrawing are all idempotent)."""
         validate_rollout_id(rollout_id)
 
         def command(tx: WriteTransaction) -> MarkerReceipt:
-            state = load_state(tx.conn, rollout_id, tx.generation_of(rollout_id))
-            if state.incomplete:
+            if not changes(tx, tx.generation_of(rollout_id)):
                 return MarkerReceipt(rollout_id, changed=False, seq=None)
-            appended = tx.append(
-                CAPTURE_MARKED_INCOMPLETE,
-                CaptureMarkedIncomplete(reason=reason),
-                rollout_id=rollout_id,
-            )
+            appended = tx.append(kind, payload, rollout_id=rollout_id)
             return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
 
         result: MarkerReceipt = await self._store.execute(command)
         return result
+
+    async def mark_incomplete(self, rollout_id: str, reason: str | None = None) -> MarkerReceipt:
+        return await self._append_marker(
+            rollout_id,
+            CAPTURE_MARKED_INCOMPLETE,
+            CaptureMarkedIncomplete(reason=reason),
+            lambda tx, generation: not load_state(tx.conn, rollout_id, generation).incomplete,
+        )
 
     async def clear(self, rollout_id: str) -> MarkerReceipt:
         """Forget the calls, marker and pending calls; ``call_index`` restarts at 0."""
-        validate_rollout_id(rollout_id)
 
-        def command(tx: WriteTransaction) -> MarkerReceipt:
-            state = load_state(tx.conn, rollout_id, tx.generation_of(rollout_id))
-            if not (state.has_evidence or state.next_call_index or state.pending_count):
-                return MarkerReceipt(rollout_id, changed=False, seq=None)
-            appended = tx.append(CAPTURE_CLEARED, CaptureCleared(), rollout_id=rollout_id)
-            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+        def has_something(tx: WriteTransaction, generation: int) -> bool:
+            state = load_state(tx.conn, rollout_id, generation)
+            return bool(state.has_evidence or state.next_call_index or state.pending_count)
 
-        result: MarkerReceipt = await self._store.execute(command)
-        return result
+        return await self._append_marker(
+            rollout_id, CAPTURE_CLEARED, CaptureCleared(), has_something
+        )
 
     async def announce_pending(self, rollout_id: str, model_call_id: str) -> MarkerReceipt:
         """Announce an in-flight call; no event if it is already pending or already captured."""
-        validate_rollout_id(rollout_id)
 
-        def command(tx: WriteTransaction) -> MarkerReceipt:
-            generation = tx.generation_of(rollout_id)
-            if find_call(tx.conn, rollout_id, generation, model_call_id) is not None or is_pending(
+        def is_new(tx: WriteTransaction, generation: int) -> bool:
+            return find_call(
                 tx.conn, rollout_id, generation, model_call_id
-            ):
-                return MarkerReceipt(rollout_id, changed=False, seq=None)
-            appended = tx.append(
-                CAPTURE_PENDING_ANNOUNCED,
-                CapturePendingAnnounced(model_call_id=model_call_id),
-                rollout_id=rollout_id,
-            )
-            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
+            ) is None and not is_pending(tx.conn, rollout_id, generation, model_call_id)
 
-        result: MarkerReceipt = await self._store.execute(command)
-        return result
+        return await self._append_marker(
+            rollout_id,
+            CAPTURE_PENDING_ANNOUNCED,
+            CapturePendingAnnounced(model_call_id=model_call_id),
+            is_new,
+        )
 
     async def withdraw_pending(self, rollout_id: str, model_call_id: str) -> MarkerReceipt:
-        validate_rollout_id(rollout_id)
-
-        def command(tx: WriteTransaction) -> MarkerReceipt:
-            if not is_pending(tx.conn, rollout_id, tx.generation_of(rollout_id), model_call_id):
-                return MarkerReceipt(rollout_id, changed=False, seq=None)
-            appended = tx.append(
-                CAPTURE_PENDING_WITHDRAWN,
-                CapturePendingWithdrawn(model_call_id=model_call_id),
-                rollout_id=rollout_id,
-            )
-            return MarkerReceipt(rollout_id, changed=True, seq=appended.event.seq)
-
-        result: MarkerReceipt = await self._store.execute(command)
-        return result
+        return await self._append_marker(
+            rollout_id,
+            CAPTURE_PENDING_WITHDRAWN,
+            CapturePendingWithdrawn(model_call_id=model_call_id),
+            lambda tx, generation: is_pending(tx.conn, rollout_id, generation, model_call_id),
+        )
 
     # ---- reads --------------------------------------------------------------------------
 
