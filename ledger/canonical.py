@@ -14,14 +14,18 @@ def canonical_json(value: Any) -> str:
     )
 
 
-def canonical_json_bytes(value: Any) -> bytes:
-    """The UTF-8 bytes of ``canonical_json``; ValueError for what JSON can spell but Unicode
-    cannot hold (a lone UTF-16 surrogate such as ``"\\ud800"``), which no database stores."""
-    text = canonical_json(value)
+def storable_utf8(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; ValueError for what JSON can spell but Unicode cannot hold (a
+    lone UTF-16 surrogate such as ``"\\ud800"``), which no database stores."""
     try:
         return text.encode()
     except UnicodeEncodeError as exc:
         raise ValueError(f"not valid Unicode: a lone surrogate at position {exc.start}") from None
+
+
+def canonical_json_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes of ``canonical_json`` (ValueError as ``storable_utf8``)."""
+    return storable_utf8(canonical_json(value))
 
 
 def sha256_hex(data: bytes) -> str:

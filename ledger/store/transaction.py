@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.canonical import canonical_json_bytes, sha256_hex
+from ledger.canonical import canonical_json, sha256_hex, storable_utf8
 from ledger.errors import IdempotencyConflict, InvalidPayload
 from ledger.events.base import Catalogue
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
@@ -136,16 +136,13 @@ class WriteTransaction:
         idempotency_key: str | None = None,
     ) -> Appended:
         version, body = self._catalogue.encode(kind, payload)
+        payload_text = canonical_json(body)
         try:
-            payload_bytes = canonical_json_bytes(body)
+            payload_bytes = storable_utf8(payload_text)
+            if idempotency_key is not None:
+                storable_utf8(idempotency_key)
         except ValueError as exc:
-            raise InvalidPayload(f"{kind} payload cannot be stored: {exc}") from None
-        if idempotency_key is not None:
-            try:
-                idempotency_key.encode()
-            except UnicodeEncodeError:
-                raise InvalidPayload("idempotency key is not valid Unicode") from None
-        payload_text = payload_bytes.decode()
+            raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
         payload_sha256 = sha256_hex(payload_bytes)
         if idempotency_key is not None:
             existing = self.find_by_idempotency_key(idempotency_key)
