@@ -14,6 +14,12 @@ def canonical_json(value: Any) -> str:
     )
 
 
+def compact_json(value: Any) -> str:
+    """Compact JSON that keeps key order (Gym's order is part of what readers see); not
+    canonical, so never hashed."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def storable_utf8(text: str) -> bytes:
     """UTF-8 bytes of ``text``; ValueError for what JSON can spell but Unicode cannot hold (a
     lone UTF-16 surrogate such as ``"\\ud800"``), which no database stores."""

@@ -154,7 +154,8 @@ def verify(ctx: click.Context, skip_projections: bool) -> None:
                     report = await verify_projections(
                         conn,
                         default_catalogue(),
-                        default_projectors(),
+                        # Capture-only records' templates are checked against full rebuilds.
+                        default_projectors(check_templates=True),
                         progress=lambda n: progress.advance(task, n),
                     )
                 for difference in report.differences:

@@ -71,10 +71,20 @@ def build_capture_attachment(
     calls = [record.model_dump(mode="json") for record in records]
     if not include_payloads:
         calls = [strip_payloads(call) for call in calls]
+    return capture_attachment(rollout_id, aggregate_model_call_records(records), calls, gaps)
+
+
+def capture_attachment(
+    rollout_id: str,
+    metrics: Mapping[str, Any],
+    calls: Sequence[Any],
+    gaps: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The attachment's shape from its parts (calls already dumped)."""
     attachment: dict[str, Any] = {
         "rollout_id": rollout_id,
-        "metrics": aggregate_model_call_records(records),
-        "calls": calls,
+        "metrics": dict(metrics),
+        "calls": list(calls),
     }
     if gaps:
         attachment["gaps"] = [

@@ -20,6 +20,7 @@ __all__ = [
     "ModelServerRef",
     "ToolCall",
     "aggregate_model_call_records",
+    "aggregate_model_call_values",
     "build_model_call_record",
     "dump_with_payloads",
     "record_payloads",
@@ -202,13 +203,23 @@ def aggregate_model_call_records(
 
     ``num_calls`` counts every record, failed calls included.
     """
+    return aggregate_model_call_values(
+        [{name: getattr(record, name) for name in AGGREGATE_FIELDS} for record in records]
+    )
+
+
+def aggregate_model_call_values(
+    calls: Sequence[Mapping[str, int | float | None]],
+) -> dict[str, int | float | None]:
+    """``aggregate_model_call_records`` from each call's ``AGGREGATE_FIELDS`` values (summed in
+    the same order, so float sums come out bit for bit the same)."""
     metrics: dict[str, int | float | None] = {}
     for name in AGGREGATE_FIELDS:
         total: int | float | None = None
-        for record in records:
-            value = getattr(record, name)
+        for call in calls:
+            value = call[name]
             if value is not None:
                 total = value if total is None else total + value
         metrics[name] = total
-    metrics["num_calls"] = len(records)
+    metrics["num_calls"] = len(calls)
     return metrics

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.canonical import canonical_json
+from ledger.canonical import canonical_json, compact_json
 from ledger.contract.export_view import export_view
 from ledger.contract.observations import AgentObservationBundle
 from ledger.contract.result import RolloutResult
@@ -28,7 +28,6 @@ from ledger.events.observations import (
 from ledger.ids import validate_rollout_id
 from ledger.store.observations import (
     ExportFilter,
-    compact_json,
     count_exported,
     export_page,
     read_record_text,

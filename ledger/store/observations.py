@@ -6,18 +6,31 @@ Every rollout read is one indexed lookup on ``observation_records`` by primary k
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, delete, func, select
+from sqlalchemy import (
+    Connection,
+    Row,
+    Select,
+    bindparam,
+    delete,
+    func,
+    select,
+    true,
+    type_coerce,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.sqltypes import NullType
 
+from ledger.canonical import compact_json
 from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
-from ledger.contract.model_calls import ModelCallRecord
-from ledger.store.captures import load_state
+from ledger.contract.model_calls import AGGREGATE_FIELDS, ModelCallRecord
+from ledger.store.captures import CaptureState, load_state
 from ledger.store.driver import DriverQuery, DriverStatement
+from ledger.store.record_pieces import CallPiece, fill
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -28,11 +41,6 @@ from ledger.store.schema.observations import (
 )
 
 AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
-
-
-def compact_json(value: Any) -> str:
-    """Compact JSON that keeps key order (Gym's order is part of what readers see)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 # ---- the projection's side (sync, inside the append transaction) ---------------------------
@@ -67,6 +75,27 @@ _SELECT_POSITIONS = DriverQuery(
     .where(capture_calls.c.rollout_id == _ROLLOUT)
     .where(capture_calls.c.generation == _GENERATION)
     .where(capture_calls.c.seq >= bindparam("p_from_seq"))
+)
+_SELECT_PIECES = DriverQuery(
+    select(
+        capture_calls.c.model_call_id,
+        capture_calls.c.record,
+        observation_calls.c.trajectory_entry,
+        # Untyped: the numbers come back as the driver gives them (int, float or None) and
+        # asyncpg's numeric result processors need a column type the cursor does not supply.
+        *(type_coerce(capture_calls.c[name], NullType()).label(name) for name in AGGREGATE_FIELDS),
+    )
+    .select_from(
+        observation_calls.join(
+            capture_calls,
+            (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
+            & (capture_calls.c.generation == observation_calls.c.generation)
+            & (capture_calls.c.call_index == observation_calls.c.call_index),
+        )
+    )
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
 )
 _INSERT_CALL = DriverStatement(observation_calls.insert())
 _DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
@@ -142,7 +171,12 @@ def captured_positions(
 
 
 def store_call(
-    conn: Connection, rollout_id: str, generation: int, call_index: int, call: Mapping[str, Any]
+    conn: Connection,
+    rollout_id: str,
+    generation: int,
+    call_index: int,
+    call: Mapping[str, Any],
+    trajectory_entry: str | None,
 ) -> None:
     _INSERT_CALL.execute(
         conn,
@@ -151,8 +185,24 @@ def store_call(
             "generation": generation,
             "call_index": call_index,
             "call": compact_json(call),
+            "trajectory_entry": trajectory_entry,
         },
     )
+
+
+def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
+    """What each stored (non-damaged) call of the rollout generation contributes to its
+    record, in ``call_index`` order: one indexed read, no call is parsed."""
+    rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+    return [
+        CallPiece(
+            model_call_id=row.model_call_id,
+            capture_entry=str(row.record),
+            trajectory_entry=row.trajectory_entry,
+            figures={name: getattr(row, name) for name in AGGREGATE_FIELDS},
+        )
+        for row in rows
+    ]
 
 
 def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
@@ -177,29 +227,37 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
     """
     rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
     records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
-    state = load_state(conn, rollout_id, generation)
-    gaps = capture_gaps(
+    gaps = gaps_of_state(load_state(conn, rollout_id, generation))
+    return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+
+
+def gaps_of_state(state: CaptureState) -> list[dict[str, Any]]:
+    """Gym's merge gaps of a rollout generation, from its capture projection row."""
+    return capture_gaps(
         has_evidence=state.has_evidence,
         record_count=state.record_count,
         damaged_count=state.damaged_count,
         incomplete=state.incomplete,
         pending=state.pending_count > 0,
     )
-    return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
 
 
 @dataclass(frozen=True)
 class ProjectedRecord:
     """One rollout's enriched record and the figures the SQL views show."""
 
+    # The record as built (for a spliced record, its skeleton: see projections/capture_only.py).
     record: dict[str, Any]
+    text: str  # the stored JSON of the record, or its template when ``assembled``
+    assembled: bool
+    perf: dict[str, Any]  # the perf columns (``perf_columns``)
     task_id: str | None
     trajectory_rollout_id: str | None
     tool_calls: list[Mapping[str, Any]]
     gaps: list[tuple[str, Mapping[str, Any]]]
 
 
-def _perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+def perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     perf = record.get("ng_perf") or {}
     trajectory = record.get("ng_trajectory")
     return {
@@ -242,8 +300,9 @@ def write_record(
         "trajectory_rollout_id": projected.trajectory_rollout_id,
         "projection_failed": projection_failed,
         "gap_count": len(projected.gaps),
-        "record": compact_json(projected.record),
-        **_perf_columns(projected.record),
+        "record": projected.text,
+        "assembled": projected.assembled,
+        **projected.perf,
     }
     if inputs.stored:
         _UPDATE_RECORD.execute(conn, {**values, "p_rollout_id": rollout_id})
@@ -288,16 +347,58 @@ def write_record(
 # ---- reads (async) -------------------------------------------------------------------------
 
 
-async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
-    """The stored enriched record (JSON text) of the rollout's current generation."""
-    row = (
-        await conn.execute(
-            select(observation_records.c.record).where(
-                observation_records.c.rollout_id == rollout_id
-            )
+# A record and, when it is a template, the pieces that fill it, in ONE statement: on PostgreSQL
+# (read committed) two statements could see different commits.
+_RECORD_AND_PIECES = (
+    select(
+        observation_records.c.record,
+        observation_records.c.assembled,
+        capture_calls.c.model_call_id,
+        capture_calls.c.record.label("capture_entry"),
+        observation_calls.c.trajectory_entry,
+    )
+    .select_from(
+        observation_records.outerjoin(
+            observation_calls,
+            (observation_calls.c.rollout_id == observation_records.c.rollout_id)
+            & (observation_calls.c.generation == observation_records.c.generation)
+            & (observation_records.c.assembled == true()),
+        ).outerjoin(
+            capture_calls,
+            (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
+            & (capture_calls.c.generation == observation_calls.c.generation)
+            & (capture_calls.c.call_index == observation_calls.c.call_index),
         )
-    ).first()
-    return None if row is None else str(row.record)
+    )
+    .where(observation_records.c.rollout_id == _ROLLOUT)
+    .order_by(observation_calls.c.call_index)
+)
+
+
+def _record_text(rows: Sequence[Row[Any]]) -> str | None:
+    if not rows:
+        return None
+    first = rows[0]
+    if not first.assembled:
+        return str(first.record)
+    pieces = [
+        CallPiece(row.model_call_id, str(row.capture_entry), row.trajectory_entry, {})
+        for row in rows
+        if row.capture_entry is not None
+    ]
+    return fill(str(first.record), pieces)
+
+
+async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
+    """The enriched record (JSON text) of the rollout's current generation, exactly the bytes
+    a reader gets (a template filled with its pieces: store/record_pieces.py)."""
+    rows = (await conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id})).all()
+    return _record_text(rows)
+
+
+def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
+    """``read_record_text`` on a synchronous connection (migrations)."""
+    return _record_text(conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id}).all())
 
 
 @dataclass(frozen=True)
@@ -339,12 +440,19 @@ async def export_page(
             observation_records.c.rollout_id,
             observation_records.c.last_seq,
             observation_records.c.record,
+            observation_records.c.assembled,
         ).select_from(observation_records),
         selection,
         after_seq=after_seq,
     )
     rows = (await conn.execute(query.order_by(observation_records.c.last_seq).limit(limit))).all()
-    return [ExportedRecord(row.rollout_id, row.last_seq, row.record) for row in rows]
+    page = []
+    for row in rows:
+        record = str(row.record)
+        if row.assembled:  # a template: read it again with its pieces, in one statement
+            record = await read_record_text(conn, row.rollout_id) or record
+        page.append(ExportedRecord(row.rollout_id, row.last_seq, record))
+    return page
 
 
 async def count_exported(conn: AsyncConnection, selection: ExportFilter) -> int:

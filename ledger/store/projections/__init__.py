@@ -5,16 +5,19 @@ from ledger.store.projections.base import Projector
 from ledger.store.projections.rollouts import RolloutsProjector
 
 
-def default_projectors() -> list[Projector]:
+def default_projectors(*, check_templates: bool = False) -> list[Projector]:
     """Every projection, in the order they run for each event (rollouts first: others read it).
 
     Observations come after captures: its views are recomputed from the capture projection.
+    ``check_templates=True`` (``ledger verify``) makes the observations projection also
+    rebuild every capture-only record in full and keep its template only if it gives the same
+    record (store/record_pieces.py), so a rebuild checks what the writer stored.
     """
     return [
         RolloutsProjector(),
         *captures.projectors(),
         *lineage.projectors(),
-        *observations.projectors(),
+        *observations.projectors(check_templates=check_templates),
     ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
+from ledger.canonical import compact_json
 from ledger.contract.model_calls import dump_with_payloads
 from ledger.contract.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.contract.result import RolloutResult, trajectory_identity
@@ -28,6 +29,7 @@ from ledger.events.capture import (
 )
 from ledger.events.observations import OBSERVATIONS_RECORDED, RESULT_RECORDED
 from ledger.events.rollout import ROLLOUT_DELETED
+from ledger.store.captures import load_state
 from ledger.store.observations import (
     AREA_TABLES,
     ProjectedRecord,
@@ -35,12 +37,17 @@ from ledger.store.observations import (
     captured_positions,
     forget_calls,
     forget_rollout,
+    gaps_of_state,
+    load_call_pieces,
     load_capture_attachment,
     load_inputs,
+    perf_columns,
     store_call,
     write_record,
 )
 from ledger.store.projections.base import Projector
+from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.store.record_pieces import CallPiece, fill
 from ledger.store.records import StoredEvent
 
 CAPTURE_KINDS = frozenset(
@@ -81,6 +88,9 @@ def project(rollout_id: str, inputs: RecordInputs, capture: dict[str, Any]) -> P
         tool_calls = []
     return ProjectedRecord(
         record=record,
+        text=compact_json(record),
+        assembled=False,
+        perf=perf_columns(record),
         task_id=identity.task_id,
         trajectory_rollout_id=identity.rollout_id,
         tool_calls=tool_calls,
@@ -113,8 +123,12 @@ class ObservationsProjector:
     name = "observations"
     tables: tuple[Table, ...] = AREA_TABLES
 
-    def __init__(self) -> None:
+    def __init__(self, *, check_templates: bool = False) -> None:
         self._pending: dict[str, _Pending] = {}
+        self._assembler = CaptureOnlyAssembler()
+        # On for `ledger verify`: every capture-only record is also rebuilt in full, and its
+        # template kept only if it gives the same record (see ``_project``).
+        self._check_templates = check_templates
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
@@ -152,8 +166,7 @@ class ObservationsProjector:
                 inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
             if pending.result is not None:
                 inputs = replace(inputs, result_seq=pending.result[0], result=pending.result[1])
-            capture = load_capture_attachment(conn, rollout_id, pending.generation)
-            projected = project(rollout_id, inputs, capture)
+            projected = self._project(conn, rollout_id, inputs)
             failed = any(
                 gap.get("code") == TRAJECTORY_PROJECTION_FAILED
                 for name in ("ng_trajectory", *GAP_DOCUMENTS)
@@ -166,6 +179,32 @@ class ObservationsProjector:
     def discard(self) -> None:
         self._pending = {}
 
+    def _project(self, conn: Connection, rollout_id: str, inputs: RecordInputs) -> ProjectedRecord:
+        assembled = None
+        if inputs.bundle is None and inputs.result is None:
+            assembled = self._assemble(conn, rollout_id, inputs.generation)
+        if assembled is not None and not self._check_templates:
+            return assembled[0]
+        capture = load_capture_attachment(conn, rollout_id, inputs.generation)
+        full = project(rollout_id, inputs, capture)
+        if assembled is not None:
+            template, pieces = assembled
+            # Checking (``ledger verify``): the template is kept only if it gives exactly the
+            # full record, so a template the writer stored that does not is reported.
+            if (
+                fill(template.text, pieces) == full.text
+                and template.perf == full.perf
+                and template.gaps == full.gaps
+                and template.tool_calls == full.tool_calls
+            ):
+                return template
+        return full
+
+    def _assemble(
+        self, conn: Connection, rollout_id: str, generation: int
+    ) -> tuple[ProjectedRecord, list[CallPiece]] | None:
+        return assemble_capture_only(conn, self._assembler, rollout_id, generation)
+
     def _keep_calls(self, conn: Connection, rollout_id: str, pending: _Pending) -> None:
         """Keep each captured call's record with payloads, at the position the capture
         projector gave it: its stored payload-free record plus the exchange's payloads, so the
@@ -176,8 +215,41 @@ class ObservationsProjector:
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
             call = dump_with_payloads(json.loads(position.record), exchange)
-            store_call(conn, rollout_id, pending.generation, position.call_index, call)
+            store_call(
+                conn,
+                rollout_id,
+                pending.generation,
+                position.call_index,
+                call,
+                trajectory_entry(call),
+            )
 
 
-def projectors() -> list[Projector]:
-    return [ObservationsProjector()]
+def assemble_capture_only(
+    conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, generation: int
+) -> tuple[ProjectedRecord, list[CallPiece]] | None:
+    """The template of a capture-only record (projections/capture_only.py) and the pieces that
+    fill it; None when it must be rebuilt in full."""
+    pieces = load_call_pieces(conn, rollout_id, generation)
+    state = load_state(conn, rollout_id, generation)
+    assembled = assembler.assemble(rollout_id, pieces, gaps_of_state(state))
+    if assembled is None:
+        return None
+    skeleton = assembled.skeleton
+    trajectory = skeleton["ng_trajectory"]
+    identity = trajectory_identity(None, rollout_id)
+    projected = ProjectedRecord(
+        record=skeleton,
+        text=assembled.template,
+        assembled=True,
+        perf={**perf_columns(skeleton), "num_model_calls": assembled.num_calls},
+        task_id=identity.task_id,
+        trajectory_rollout_id=identity.rollout_id,
+        tool_calls=list(trajectory["tool_calls"]),
+        gaps=[("ng_trajectory", gap) for gap in _gaps_of(trajectory)],
+    )
+    return projected, pieces
+
+
+def projectors(*, check_templates: bool = False) -> list[Projector]:
+    return [ObservationsProjector(check_templates=check_templates)]

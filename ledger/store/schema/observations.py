@@ -10,7 +10,18 @@ calls and gaps, one row each, for the SQL views.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    false,
+)
 
 from ledger.store.schema.base import metadata
 
@@ -22,6 +33,10 @@ observation_calls = Table(
     Column("call_index", Integer, primary_key=True),
     # Gym's ModelCallRecord dump with payloads, compact JSON in Gym's field order.
     Column("call", Text, nullable=False),
+    # The call's entry in ng_trajectory.model_calls (compact JSON), derived once at capture so
+    # a capture-only rollout's record is put together without re-deriving every call
+    # (projections/capture_only.py). NULL: not derivable (or stored before revision 0005).
+    Column("trajectory_entry", Text, nullable=True),
 )
 
 observation_records = Table(
@@ -51,8 +66,10 @@ observation_records = Table(
     Column("reasoning_tokens", BigInteger, nullable=True),
     Column("total_latency_ms", Float, nullable=True),
     Column("gap_count", Integer, nullable=False),
-    # The enriched record, compact JSON in Gym's key order: a read returns these bytes.
+    # The enriched record, compact JSON in Gym's key order: a read returns these bytes. When
+    # ``assembled``, a template a read fills with the calls' pieces (store/record_pieces.py).
     Column("record", Text, nullable=False),
+    Column("assembled", Boolean, nullable=False, server_default=false()),
 )
 Index("ix_observation_records_last_seq", observation_records.c.last_seq)
 Index("ix_observation_records_task_id", observation_records.c.task_id)

@@ -1,0 +1,120 @@
+"""The enriched record of a rollout that so far has only captures, kept as a template.
+
+Until an observation bundle or a result arrives (usually once, at the end of a rollout), a
+rollout's record is a function of its calls in which every call contributes two independent
+pieces: its entry in ``ng_model_call_capture.calls`` (the payload-free record dump the capture
+projection stores, ``capture_calls.record``) and its entry in ``ng_trajectory.model_calls``
+(``observation_calls.trajectory_entry``, derived once when the call is captured). The rest of
+the record (metrics, gaps, identity) depends only on per-call figures and the capture state.
+
+Rebuilding the whole record on every capture parses and re-derives every call and rewrites its
+JSON: O(calls) work and bytes per capture, O(calls²) per rollout. Here the record is made by
+the real pipeline (``enrich_record``) around ONE probe call, and the two lists are replaced by
+markers (store/record_pieces.py): the stored template, filled with the stored pieces on read.
+It is used only where filling gives the full rebuild's bytes (checked below; otherwise the
+caller rebuilds in full), and ``ledger verify`` rebuilds in full and compares, so a
+difference would show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ledger.canonical import compact_json
+from ledger.contract.capture_attachment import capture_attachment, strip_payloads
+from ledger.contract.model_calls import aggregate_model_call_values, build_model_call_record
+from ledger.contract.record import RolloutEvidence, enrich_record
+from ledger.contract.trajectory import trajectory_model_call
+from ledger.contract.trajectory_record import TrajectoryModelCall
+from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallPiece, template
+
+_PROBE_EXCHANGE: dict[str, Any] = {
+    "model_call_id": "ledger-probe",
+    "dialect": "chat",
+    "model_ref": None,
+    "started_at": None,
+    "completed_at": None,
+    "latency_ms": None,
+    "latency_ttft_ms": None,
+    "status_code": None,
+    "error_category": None,
+    "request": None,
+    "response": None,
+}
+
+
+def trajectory_entry(call: Mapping[str, Any]) -> str | None:
+    """A call's entry in ``ng_trajectory.model_calls`` as the full projection dumps it (compact
+    JSON), from its record dump WITH payloads; None when the entry is not valid on its own
+    (then a record with this call is always rebuilt in full)."""
+    try:
+        entry = TrajectoryModelCall.model_validate(trajectory_model_call(call))
+    except (ValidationError, ValueError):
+        return None
+    return compact_json(entry.model_dump(mode="json"))
+
+
+@dataclass(frozen=True)
+class AssembledRecord:
+    # The record as the pipeline built it around the probe call: identity, gaps and every
+    # figure but the list lengths are the real record's.
+    skeleton: dict[str, Any]
+    template: str  # store/record_pieces.py
+    num_calls: int
+
+
+class CaptureOnlyAssembler:
+    """Builds capture-only records from pieces; holds the probe call (derived once)."""
+
+    def __init__(self) -> None:
+        self._probe = build_model_call_record(_PROBE_EXCHANGE, 0).model_dump(mode="json")
+        entry = trajectory_entry(self._probe)
+        assert entry is not None, "the probe call must have a valid trajectory entry"
+        self._probe_entry = entry
+
+    def assemble(
+        self, rollout_id: str, pieces: Sequence[CallPiece], gaps: Sequence[Mapping[str, Any]]
+    ) -> AssembledRecord | None:
+        """The record template of a rollout with these calls and capture gaps and no
+        observations or result; None when filling it would not give the full rebuild."""
+        if not pieces or any(piece.trajectory_entry is None for piece in pieces):
+            return None
+        ids = [piece.model_call_id for piece in pieces if piece.model_call_id]
+        if len(set(ids)) != len(ids):
+            return None  # the trajectory merges calls that share an id
+        metrics = aggregate_model_call_values([piece.figures for piece in pieces])
+        capture = capture_attachment(rollout_id, metrics, [self._probe], gaps)
+        skeleton = enrich_record(RolloutEvidence(rollout_id=rollout_id, capture=capture))
+        if set(skeleton) != {"ng_model_call_capture", "ng_trajectory"}:
+            return None  # e.g. the trajectory failed: payloads stay, a gap says why
+        calls_holder = skeleton["ng_model_call_capture"]
+        trajectory = skeleton["ng_trajectory"]
+        model_calls = trajectory.get("model_calls")
+        if (
+            calls_holder.get("calls") != [strip_payloads(self._probe)]
+            or not isinstance(model_calls, list)
+            or len(model_calls) != 1
+            or compact_json(model_calls[0]) != self._probe_entry
+        ):
+            return None
+        text = template(
+            {
+                **skeleton,
+                "ng_model_call_capture": {**calls_holder, "calls": CALLS_MARKER},
+                "ng_trajectory": {**trajectory, "model_calls": MODEL_CALLS_MARKER},
+            }
+        )
+        if text is None:
+            return None
+        return AssembledRecord(skeleton=skeleton, template=text, num_calls=len(pieces))
+
+
+__all__ = [
+    "AssembledRecord",
+    "CaptureOnlyAssembler",
+    "trajectory_entry",
+]

@@ -1,0 +1,98 @@
+"""Revision 0005 backfills each stored call's trajectory entry and turns capture-only records
+into templates exactly as the projection does, so a database upgraded with records in it reads
+the same and still passes ``ledger verify``; its downgrade gives back whole records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from ledger.events import default_catalogue
+from ledger.service.captures import CaptureService
+from ledger.service.observations import ObservationService
+from ledger.store import migrate
+from ledger.store.engines import create_async_db_engine
+from ledger.store.observations import read_record_text
+from ledger.store.projections import default_projectors
+from ledger.store.schema.observations import observation_calls, observation_records
+from ledger.store.store import LedgerStore
+from ledger.store.verify import verify_projections
+from tests.observations.support import EXAMPLE_RESULT
+from tests.support.exchanges import chat_exchange, messages_exchange, responses_exchange
+
+
+async def _entries(store: LedgerStore) -> list[tuple[Any, ...]]:
+    async with store.read() as conn:
+        query = select(
+            observation_calls.c.rollout_id,
+            observation_calls.c.call_index,
+            observation_calls.c.trajectory_entry,
+        ).order_by(observation_calls.c.rollout_id, observation_calls.c.call_index)
+        return [tuple(row) for row in (await conn.execute(query)).all()]
+
+
+async def _records(store: LedgerStore) -> dict[str, tuple[str | None, bool]]:
+    """Each rollout's record as a read returns it, and whether it is stored as a template."""
+    async with store.read() as conn:
+        rows = (
+            await conn.execute(
+                select(observation_records.c.rollout_id, observation_records.c.assembled)
+            )
+        ).all()
+        return {
+            str(row.rollout_id): (await read_record_text(conn, row.rollout_id), row.assembled)
+            for row in rows
+        }
+
+
+def _store(url: str) -> LedgerStore:
+    return LedgerStore(url, default_catalogue(), default_projectors())
+
+
+async def test_0005_keeps_every_record_as_it_reads(empty_database_url: str) -> None:
+    url = empty_database_url
+    await migrate.upgrade(url)
+    store = _store(url)
+    await store.open()
+    try:
+        captures = CaptureService(store)
+        for n, make in enumerate([chat_exchange, responses_exchange, messages_exchange] * 3):
+            await captures.append(f"r{n % 4}", make(model_call_id=f"c{n}"))
+        await ObservationService(store).record_result("r3", EXAMPLE_RESULT)  # a whole record
+        derived = await _entries(store)
+        records = await _records(store)
+    finally:
+        await store.close()
+    assert len(derived) == 9 and all(entry is not None for *_, entry in derived)
+    assert {rollout_id: assembled for rollout_id, (_, assembled) in records.items()} == {
+        "r0": True,
+        "r1": True,
+        "r2": True,
+        "r3": False,
+    }
+
+    await migrate.downgrade(url, "0004_observations")
+    engine = create_async_db_engine(url, null_pool=True)
+    try:
+        async with engine.connect() as conn:
+            query = select(observation_records.c.rollout_id, observation_records.c.record)
+            whole = {str(row[0]): str(row[1]) for row in (await conn.execute(query)).all()}
+    finally:
+        await engine.dispose()
+    assert whole == {rollout_id: text for rollout_id, (text, _) in records.items()}
+
+    await migrate.upgrade(url)
+
+    store = _store(url)
+    await store.open()
+    try:
+        assert await _entries(store) == derived
+        assert await _records(store) == records
+        async with store.read() as conn:
+            report = await verify_projections(
+                conn, store.catalogue, default_projectors(check_templates=True)
+            )
+        assert report.ok, report.differences
+    finally:
+        await store.close()

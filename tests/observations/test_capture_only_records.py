@@ -1,0 +1,212 @@
+"""Capture-only records kept as templates read back as the full rebuild, byte for byte.
+
+Two stores take the same commands: one with the default projections (a capture-only record is
+stored as a template filled with per-call pieces on read: store/record_pieces.py), and a
+reference that also rebuilds every record in full and keeps a template only where it gives the
+same record (``check_templates=True``, what ``ledger verify`` uses). After every command the
+stored rows (templates, perf columns, gaps) and what a read returns must be identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from ledger.contract.model_calls import AGGREGATE_FIELDS
+from ledger.events import default_catalogue
+from ledger.events.capture import MODEL_CALL_DAMAGED, ModelCallDamaged
+from ledger.service.captures import CaptureService
+from ledger.service.observations import ObservationService
+from ledger.store import migrate
+from ledger.store.observations import read_record_text
+from ledger.store.projections import default_projectors
+from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.store.record_pieces import CallPiece, fill
+from ledger.store.schema.observations import (
+    observation_calls,
+    observation_gaps,
+    observation_records,
+)
+from ledger.store.store import LedgerStore
+from ledger.store.transaction import WriteTransaction
+from ledger.store.verify import verify_projections
+from tests.observations.support import EXAMPLE_OBSERVATIONS, EXAMPLE_RESULT
+from tests.support.exchanges import (
+    chat_exchange,
+    failed_exchange,
+    messages_exchange,
+    responses_exchange,
+)
+
+
+class Pair:
+    """The same commands on an assembling store and on a full-rebuild store."""
+
+    def __init__(self, assembling: LedgerStore, full: LedgerStore) -> None:
+        self.stores = (assembling, full)
+
+    async def each(self, action: Callable[[LedgerStore], Awaitable[Any]]) -> None:
+        for store in self.stores:
+            await action(store)
+
+    async def capture(self, rollout_id: str, exchange: dict[str, Any]) -> None:
+        await self.each(lambda store: CaptureService(store).append(rollout_id, exchange))
+
+    async def rows(self, store: LedgerStore) -> dict[str, list[tuple[Any, ...]]]:
+        async with store.read() as conn:
+            return {
+                table.name: [
+                    tuple(row)
+                    for row in (
+                        await conn.execute(select(table).order_by(*table.primary_key.columns))
+                    ).all()
+                ]
+                for table in (observation_records, observation_gaps, observation_calls)
+            }
+
+    async def assert_same(self) -> None:
+        assembling, full = self.stores
+        assert await self.rows(assembling) == await self.rows(full)
+        for rollout_id in await self.rollouts(full):
+            assert await self.read(assembling, rollout_id) == await self.read(full, rollout_id)
+
+    async def rollouts(self, store: LedgerStore) -> list[str]:
+        async with store.read() as conn:
+            query = select(observation_records.c.rollout_id)
+            return [str(row[0]) for row in (await conn.execute(query)).all()]
+
+    async def read(self, store: LedgerStore, rollout_id: str) -> str | None:
+        async with store.read() as conn:
+            return await read_record_text(conn, rollout_id)
+
+    async def templates(self) -> dict[str, bool]:
+        """Whether each record of the assembling store is stored as a template."""
+        async with self.stores[0].read() as conn:
+            query = select(observation_records.c.rollout_id, observation_records.c.assembled)
+            return {str(row[0]): bool(row[1]) for row in (await conn.execute(query)).all()}
+
+
+@pytest.fixture
+async def pair(database_url: str, tmp_path: Path) -> AsyncIterator[Pair]:
+    # The full-rebuild store is always a scratch SQLite file: it is the reference.
+    reference_url = f"sqlite+aiosqlite:///{tmp_path / 'reference.db'}"
+    await migrate.upgrade(reference_url)
+    assembling = LedgerStore(database_url, default_catalogue(), default_projectors())
+    full = LedgerStore(reference_url, default_catalogue(), default_projectors(check_templates=True))
+    await assembling.open()
+    await full.open()
+    try:
+        yield Pair(assembling, full)
+    finally:
+        await assembling.close()
+        await full.close()
+
+
+def damaged(text: str) -> Callable[[WriteTransaction], None]:
+    def command(tx: WriteTransaction) -> None:
+        tx.append(
+            MODEL_CALL_DAMAGED, ModelCallDamaged(raw_line=text, reason="not JSON"), rollout_id="r"
+        )
+
+    return command
+
+
+async def test_single_captures_of_every_dialect_equal_the_full_rebuild(pair: Pair) -> None:
+    exchanges = [
+        chat_exchange(model_call_id="c0"),
+        responses_exchange(model_call_id="c1"),
+        messages_exchange(model_call_id="c2"),
+        failed_exchange(model_call_id="c3"),
+        # Ints where floats are usual, nulls where numbers are usual, non-ASCII text.
+        {**chat_exchange(model_call_id="c4", text="héllo ☃"), "latency_ms": 7, "started_at": 1},
+        {**chat_exchange(model_call_id="c5"), "latency_ms": None, "response": None},
+        {**responses_exchange(model_call_id="c6"), "request_raw": "raw", "request": None},
+    ]
+    for exchange in exchanges:
+        await pair.capture("r", exchange)
+        await pair.assert_same()
+    assert await pair.templates() == {"r": True}
+
+
+async def test_markers_damage_and_clears_equal_the_full_rebuild(pair: Pair) -> None:
+    await pair.each(lambda store: CaptureService(store).announce_pending("r", "later"))
+    await pair.assert_same()
+    assert await pair.templates() == {"r": False}  # no call yet: a whole record
+    await pair.capture("r", chat_exchange(model_call_id="a"))
+    await pair.assert_same()
+    await pair.each(lambda store: store.execute(damaged("{not json")))
+    await pair.assert_same()
+    await pair.capture("r", messages_exchange(model_call_id="b"))
+    await pair.each(lambda store: CaptureService(store).mark_incomplete("r", "disk full"))
+    await pair.assert_same()
+    await pair.capture("r", chat_exchange(model_call_id="later"))  # settles the pending call
+    await pair.assert_same()
+    await pair.each(lambda store: CaptureService(store).clear("r"))
+    await pair.assert_same()
+    await pair.capture("r", responses_exchange(model_call_id="a"))  # an id again after a clear
+    await pair.assert_same()
+    assert await pair.templates() == {"r": True}
+
+
+async def test_batches_and_a_later_bundle_and_result_equal_the_full_rebuild(pair: Pair) -> None:
+    items = [
+        {"rollout_id": f"r{n % 3}", "exchange": chat_exchange(model_call_id=f"b{n}")}
+        for n in range(12)
+    ]
+    await pair.each(lambda store: CaptureService(store).append_many(items))
+    await pair.assert_same()
+    # The bundle and the result end the capture-only phase: later captures rebuild in full.
+    await pair.each(
+        lambda store: ObservationService(store).record_observations("r0", EXAMPLE_OBSERVATIONS)
+    )
+    await pair.capture("r0", chat_exchange(model_call_id="after-bundle"))
+    await pair.each(lambda store: ObservationService(store).record_result("r1", EXAMPLE_RESULT))
+    await pair.capture("r1", chat_exchange(model_call_id="after-result"))
+    await pair.assert_same()
+    assert await pair.templates() == {"r0": False, "r1": False, "r2": True}
+
+
+async def test_verify_rebuilds_in_full_and_agrees(pair: Pair) -> None:
+    assembling, _ = pair.stores
+    for n in range(5):
+        await pair.capture("v", chat_exchange(model_call_id=f"v{n}"))
+    async with assembling.read() as conn:
+        report = await verify_projections(
+            conn, assembling.catalogue, default_projectors(check_templates=True)
+        )
+    assert report.ok, report.differences
+
+
+def test_a_template_is_filled_with_the_entries_in_order() -> None:
+    assembler = CaptureOnlyAssembler()
+    figures = dict.fromkeys(AGGREGATE_FIELDS)
+    first = CallPiece("x", '{"capture":1}', '{"trajectory":2}', figures)
+    second = CallPiece("y", '{"c":3}', '{"t":4}', figures)
+    assembled = assembler.assemble("r", [first, second], [])
+    assert assembled is not None and assembled.num_calls == 2
+    text = fill(assembled.template, [first, second])
+    assert '"calls":[{"capture":1},{"c":3}]' in text
+    assert '"model_calls":[{"trajectory":2},{"t":4}]' in text
+    assert "ledger:" not in text
+
+
+def test_the_assembler_declines_what_a_template_cannot_give() -> None:
+    assembler = CaptureOnlyAssembler()
+    figures = dict.fromkeys(AGGREGATE_FIELDS)
+    valid = CallPiece("x", "{}", "{}", figures)
+    # No calls: the full rebuild is cheap and adds model_calls_unavailable itself.
+    assert assembler.assemble("r", [], []) is None
+    # A call without a valid trajectory entry, or two calls sharing an id (the trajectory
+    # merges them): the full rebuild decides.
+    assert assembler.assemble("r", [CallPiece("x", "{}", None, figures)], []) is None
+    assert assembler.assemble("r", [valid, valid], []) is None
+    with pytest.raises(ValueError, match="without a trajectory entry"):
+        fill("{}", [CallPiece("x", "{}", None, figures)])
+
+
+def test_a_trajectory_entry_is_none_when_the_call_cannot_make_one() -> None:
+    assert trajectory_entry({"model_call_id": "x", "started_at": "not a time"}) is None
