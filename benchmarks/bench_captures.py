@@ -124,11 +124,13 @@ DIAGNOSTICS = (
 class IngestBodies:
     """Request bodies built once and sent to every server (each gets a fresh database)."""
 
+    warmup: list[bytes]  # [client]: one exchange, sent before the clock starts
     single: list[list[bytes]]  # [client][request]: one exchange each
     batches: list[list[bytes]]  # [client][request]: BATCH items each
 
     @classmethod
     def build(cls, per_client: int, batches_per_client: int) -> IngestBodies:
+        warmup = [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(CLIENTS)]
         single = [
             [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(per_client)]
             for _ in range(CLIENTS)
@@ -150,7 +152,7 @@ class IngestBodies:
             ]
             for n in range(CLIENTS)
         ]
-        return cls(single, batches)
+        return cls(warmup, single, batches)
 
     @property
     def single_captures(self) -> int:
@@ -165,6 +167,20 @@ class IngestBodies:
 class IngestRates:
     single: float  # captures/s
     batched: float  # captures/s
+
+
+async def _warm_up(port: int, bodies: list[bytes]) -> None:
+    """One capture per client before timing: a fresh server's first requests pay one-off costs
+    (lazy imports, first validations, cold caches) that are not ingest throughput."""
+
+    async def client(n: int) -> None:
+        async with RawConnection("127.0.0.1", port) as http:
+            status, reply = await http.request(
+                "POST", f"/v1/rollouts/warm-{n}/model-calls", bodies[n]
+            )
+            assert status == 201, reply
+
+    await asyncio.gather(*(client(n) for n in range(len(bodies))))
 
 
 async def _single_clients(port: int, bodies: list[list[bytes]]) -> float:
@@ -205,6 +221,7 @@ def measure_ingest(config: IngestServer, bodies: IngestBodies) -> IngestRates:
             data_dir=data_dir, database_url=database_url, env=config.env, argv=config.argv
         ).start()
         try:
+            asyncio.run(_warm_up(server.port, bodies.warmup))
             single_seconds = asyncio.run(_single_clients(server.port, bodies.single))
             batch_seconds = asyncio.run(_batch_clients(server.port, bodies.batches))
         finally:
@@ -393,7 +410,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench captures")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     args = parser.parse_args(argv)
-    per_client = 10 if args.quick else 60
+    # --quick: enough single captures per server that the diagnostic differences are not noise.
+    per_client = 30 if args.quick else 60
     batches = 2 if args.quick else 6
     calls = 20_000 if args.quick else 1_000_000
     requests = 200 if args.quick else 1000
