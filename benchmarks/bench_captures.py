@@ -5,6 +5,10 @@ exchanges, 32 concurrent clients sending single captures, then batches of 100. B
 run: 32 threads appending each capture to its rollout's JSONL file with flock + write + fsync,
 exactly Gym's CaptureStore discipline.
 
+Diagnostics, same run, same clients and bodies (not product configurations): the server with
+the capture mirror off, then also without the observations projection, then with only the
+rollouts projection (benchmarks/ingest_server.py); the differences say where the time goes.
+
 Read: ``GET /v1/rollouts/{id}/ng_model_call_capture`` for a 50-call rollout in a database holding
 1,000,000 model calls (``--quick``: 20,000); p50/p99 over sequential requests. The database is
 built once through the store's own append path (big writer batches) and cached under
@@ -25,6 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +86,104 @@ def exchange(model_call_id: str, *, padding: int = 1500) -> dict[str, Any]:
 
 # ---- ingest over HTTP ---------------------------------------------------------------------
 
-
-def _start_server(root: Path, database_url: str) -> ServerProcess:
-    data_dir = root / "data"
-    data_dir.mkdir(exist_ok=True)
-    return ServerProcess(data_dir=data_dir, database_url=database_url).start()
+MIRROR_OFF = {"LEDGER_MIRROR_ENABLED": "false"}
 
 
-async def _single_clients(port: int, per_client: int) -> float:
-    bodies = [
-        [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(per_client)]
-        for _ in range(CLIENTS)
-    ]
+@dataclass(frozen=True)
+class IngestServer:
+    """One server configuration measured with the same clients and bodies as the others."""
 
+    label: str
+    argv: tuple[str, ...] = ("ledger", "serve")
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def ingest_server(projectors: str) -> tuple[str, ...]:
+    return ("benchmarks.ingest_server", "--projectors", projectors)
+
+
+PRODUCT = IngestServer("ledger (product: ledger serve, mirror on)")
+# Diagnostics, not product configurations: each removes one more piece of the per-capture
+# work, so the differences between the lines say where the time goes.
+DIAGNOSTICS = (
+    IngestServer("[a] ledger serve, mirror off", env=MIRROR_OFF),
+    IngestServer(
+        "[b] mirror off, no observations projection*",
+        argv=ingest_server("rollouts,captures,lineage"),
+        env=MIRROR_OFF,
+    ),
+    IngestServer(
+        "[c] mirror off, rollouts projection only*",
+        argv=ingest_server("rollouts"),
+        env=MIRROR_OFF,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class IngestBodies:
+    """Request bodies built once and sent to every server (each gets a fresh database)."""
+
+    warmup: list[bytes]  # [client]: one exchange, sent before the clock starts
+    single: list[list[bytes]]  # [client][request]: one exchange each
+    batches: list[list[bytes]]  # [client][request]: BATCH items each
+
+    @classmethod
+    def build(cls, per_client: int, batches_per_client: int) -> IngestBodies:
+        warmup = [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(CLIENTS)]
+        single = [
+            [json.dumps(exchange(uuid.uuid4().hex)).encode() for _ in range(per_client)]
+            for _ in range(CLIENTS)
+        ]
+        batches = [
+            [
+                json.dumps(
+                    {
+                        "items": [
+                            {
+                                "rollout_id": f"batch-{n}-{b % 8}",
+                                "exchange": exchange(uuid.uuid4().hex),
+                            }
+                            for _ in range(BATCH)
+                        ]
+                    }
+                ).encode()
+                for b in range(batches_per_client)
+            ]
+            for n in range(CLIENTS)
+        ]
+        return cls(warmup, single, batches)
+
+    @property
+    def single_captures(self) -> int:
+        return sum(len(bodies) for bodies in self.single)
+
+    @property
+    def batched_captures(self) -> int:
+        return sum(len(bodies) for bodies in self.batches) * BATCH
+
+
+@dataclass(frozen=True)
+class IngestRates:
+    single: float  # captures/s
+    batched: float  # captures/s
+
+
+async def _warm_up(port: int, bodies: list[bytes]) -> None:
+    """One capture per client before timing: a fresh server's first requests pay one-off costs
+    (lazy imports, first validations, cold caches) that are not ingest throughput."""
+
+    async def client(n: int) -> None:
+        async with RawConnection("127.0.0.1", port) as http:
+            status, reply = await http.request(
+                "POST", f"/v1/rollouts/warm-{n}/model-calls", bodies[n]
+            )
+            assert status == 201, reply
+
+    await asyncio.gather(*(client(n) for n in range(len(bodies))))
+
+
+async def _single_clients(port: int, bodies: list[list[bytes]]) -> float:
     async def client(n: int) -> None:
         async with RawConnection("127.0.0.1", port) as http:
             for i, body in enumerate(bodies[n]):
@@ -103,26 +193,11 @@ async def _single_clients(port: int, per_client: int) -> float:
                 assert status == 201, reply
 
     started = time.perf_counter()
-    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    await asyncio.gather(*(client(n) for n in range(len(bodies))))
     return time.perf_counter() - started
 
 
-async def _batch_clients(port: int, batches_per_client: int) -> float:
-    bodies = [
-        [
-            json.dumps(
-                {
-                    "items": [
-                        {"rollout_id": f"batch-{n}-{b % 8}", "exchange": exchange(uuid.uuid4().hex)}
-                        for _ in range(BATCH)
-                    ]
-                }
-            ).encode()
-            for b in range(batches_per_client)
-        ]
-        for n in range(CLIENTS)
-    ]
-
+async def _batch_clients(port: int, bodies: list[list[bytes]]) -> float:
     async def client(n: int) -> None:
         async with RawConnection("127.0.0.1", port) as http:
             for body in bodies[n]:
@@ -131,24 +206,69 @@ async def _batch_clients(port: int, batches_per_client: int) -> float:
                 assert all(r["status"] == 201 for r in json.loads(reply)["results"])
 
     started = time.perf_counter()
-    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    await asyncio.gather(*(client(n) for n in range(len(bodies))))
     return time.perf_counter() - started
 
 
-def measure_ingest(per_client: int, batches_per_client: int) -> tuple[float, float]:
+def measure_ingest(config: IngestServer, bodies: IngestBodies) -> IngestRates:
     with tempfile.TemporaryDirectory(prefix="bench-captures-") as scratch:
         root = Path(scratch)
+        data_dir = root / "data"
+        data_dir.mkdir()
         database_url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         asyncio.run(migrate.upgrade(database_url))
-        server = _start_server(root, database_url)
+        server = ServerProcess(
+            data_dir=data_dir, database_url=database_url, env=config.env, argv=config.argv
+        ).start()
         try:
-            single_seconds = asyncio.run(_single_clients(server.port, per_client))
-            batch_seconds = asyncio.run(_batch_clients(server.port, batches_per_client))
+            asyncio.run(_warm_up(server.port, bodies.warmup))
+            single_seconds = asyncio.run(_single_clients(server.port, bodies.single))
+            batch_seconds = asyncio.run(_batch_clients(server.port, bodies.batches))
         finally:
             server.stop()
-    single = CLIENTS * per_client / single_seconds
-    batched = CLIENTS * batches_per_client * BATCH / batch_seconds
-    return single, batched
+    return IngestRates(
+        single=bodies.single_captures / single_seconds,
+        batched=bodies.batched_captures / batch_seconds,
+    )
+
+
+def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> None:
+    """The diagnostic lines and what the differences between them attribute per capture.
+
+    µs/capture is wall time per capture with 32 clients (1 / throughput), not CPU time: on a
+    saturated server it is what each removed piece of work cost the throughput.
+    """
+    print(
+        "diagnostics (NOT the product configuration; same run, same clients and bodies, "
+        "fresh database each):"
+    )
+    print(f"  {'':46} {'single':>18} {'batched x' + str(BATCH):>18}")
+    lines = [(PRODUCT, product), *zip(DIAGNOSTICS, diagnostics, strict=True)]
+    for config, rates in lines:
+        print(
+            f"  {config.label:46} {rates.single:7,.0f}/s {1e6 / rates.single:5.0f} µs"
+            f" {rates.batched:7,.0f}/s {1e6 / rates.batched:5.0f} µs"
+        )
+    print(
+        "  * ingest only: left-out projections are not maintained, so the routes reading them"
+        " (records,\n    observations; for [c] also model-calls, lineage) would serve stale or"
+        " missing data"
+    )
+    steps = [
+        "capture mirror (product - [a])",
+        "observations projection ([a] - [b])",
+        "captures + lineage projections ([b] - [c])",
+    ]
+    print("  per-capture wall time attributed (differences of the lines above; noisy):")
+    for step, before, after in zip(steps, lines, lines[1:], strict=False):
+        single = 1e6 / before[1].single - 1e6 / after[1].single
+        batched = 1e6 / before[1].batched - 1e6 / after[1].batched
+        print(f"    {step:44} {single:+14.0f} µs {batched:+15.0f} µs")
+    floor = lines[-1][1]
+    print(
+        f"    {'floor: HTTP, validation, append, commit [c]':44}"
+        f" {1e6 / floor.single:14.0f} µs {1e6 / floor.batched:15.0f} µs"
+    )
 
 
 # ---- the Gym-style baseline ---------------------------------------------------------------
@@ -290,22 +410,26 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench captures")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     args = parser.parse_args(argv)
-    per_client = 10 if args.quick else 60
+    # --quick: enough single captures per server that the diagnostic differences are not noise.
+    per_client = 30 if args.quick else 60
     batches = 2 if args.quick else 6
     calls = 20_000 if args.quick else 1_000_000
     requests = 200 if args.quick else 1000
 
     baseline = measure_baseline(per_client)
-    single, batched = measure_ingest(per_client, batches)
+    bodies = IngestBodies.build(per_client, batches)
+    product = measure_ingest(PRODUCT, bodies)
+    diagnostics = [measure_ingest(config, bodies) for config in DIAGNOSTICS]
     print(f"gym baseline (flock+write+fsync, {CLIENTS} writers): {baseline:10,.0f} captures/s")
     print(
-        f"ledger single-capture ({CLIENTS} clients):        {single:10,.0f} captures/s"
-        f"  ({single / baseline:.2f}x baseline; target >= 0.5x)"
+        f"ledger single-capture ({CLIENTS} clients):        {product.single:10,.0f} captures/s"
+        f"  ({product.single / baseline:.2f}x baseline; target >= 0.5x)"
     )
     print(
-        f"ledger batched x{BATCH} ({CLIENTS} clients):          {batched:10,.0f} captures/s"
-        f"  ({batched / baseline:.2f}x baseline; target >= 3x)"
+        f"ledger batched x{BATCH} ({CLIENTS} clients):          {product.batched:10,.0f} captures/s"
+        f"  ({product.batched / baseline:.2f}x baseline; target >= 3x)"
     )
+    print_diagnostics(product, diagnostics)
     p50, p99 = measure_read(calls, requests)
     print(
         f"ng_model_call_capture, 50 calls, {calls:,} calls in DB: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from ledger.service.captures import CaptureService
 from ledger.service.core import CoreService
 from ledger.service.lineage import LineageService
 from ledger.service.observations import ObservationService
-from ledger.store.projections import default_projectors
+from ledger.store.projections import Projector, default_projectors
 from ledger.store.store import LedgerStore
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,17 @@ class Ledger:
         await self.store.close()
 
 
-def build_store(settings: Settings, metrics: LedgerMetrics | None = None) -> LedgerStore:
+def build_store(
+    settings: Settings,
+    metrics: LedgerMetrics | None = None,
+    projectors: Sequence[Projector] | None = None,
+) -> LedgerStore:
+    """The store for ``settings``. ``projectors`` defaults to every projection; a subset is for
+    diagnostics only (benchmarks/ingest_server.py): the missing projections go stale."""
     return LedgerStore(
         settings.resolved_database_url,
         default_catalogue(),
-        default_projectors(),
+        default_projectors() if projectors is None else projectors,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
         max_batch=settings.writer_max_batch,
@@ -83,11 +90,11 @@ def build_store(settings: Settings, metrics: LedgerMetrics | None = None) -> Led
     )
 
 
-async def open_ledger(settings: Settings) -> Ledger:
+async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None = None) -> Ledger:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     control_token = ensure_control_token(settings)
     metrics = LedgerMetrics()
-    store = build_store(settings, metrics)
+    store = build_store(settings, metrics, projectors)
     await store.open()
     mirror = None
     if settings.mirror_enabled:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -13,12 +13,16 @@ from ledger.api.limits import BodySizeLimit
 from ledger.api.routes import captures, events, health, lineage, observations, rollouts
 from ledger.bootstrap import open_ledger
 from ledger.config import Settings
+from ledger.store.projections import Projector
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, projectors: Sequence[Projector] | None = None) -> FastAPI:
+    """The service. ``projectors`` (default: every projection) is for ingest diagnostics only:
+    routes that read a left-out projection serve stale or missing data."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        running = await open_ledger(settings)
+        running = await open_ledger(settings, projectors)
         app.state.ledger = running
         try:
             yield

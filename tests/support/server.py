@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,12 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """Starts ``python -m ledger serve`` with the given settings; polls /healthz until up."""
+    """Starts ``python -m ledger serve`` with the given settings; polls /healthz until up.
+
+    ``argv`` replaces ``ledger serve`` (the arguments after ``python -m``) with another entry
+    point that takes ``--port`` and ``--log-level`` and reads the same ``LEDGER_*`` settings
+    (benchmarks/ingest_server.py).
+    """
 
     def __init__(
         self,
@@ -30,11 +36,13 @@ class ServerProcess:
         database_url: str,
         port: int | None = None,
         env: dict[str, str] | None = None,
+        argv: Sequence[str] = ("ledger", "serve"),
     ) -> None:
         self.data_dir = data_dir
         self.database_url = database_url
         self.port = port or free_port()
         self.extra_env = env or {}
+        self.argv = list(argv)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
@@ -54,8 +62,7 @@ class ServerProcess:
             [
                 sys.executable,
                 "-m",
-                "ledger",
-                "serve",
+                *self.argv,
                 "--port",
                 str(self.port),
                 "--log-level",
