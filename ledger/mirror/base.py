@@ -1,7 +1,8 @@
 """The contract between the mirror follower and the areas that own files in the mirror.
 
 Each area (model-call captures, lineage ledgers) owns one subdirectory of the mirror directory
-and the files of each rollout in it. The follower feeds it events in seq order (``apply``); for
+and the files of each rollout in it. The follower feeds it events in seq order, a page at a
+time (``apply``); for
 crash recovery, rebuild and verification it asks the area what a rollout's files must contain
 according to the database (``expected_files``) and makes the directory agree.
 """
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.mirror.files import PageFiles
 from ledger.store.records import StoredEvent
 
 
@@ -28,13 +30,12 @@ class MirrorArea(Protocol):
         """Every file name this area may keep for the rollout (e.g. ``r1.capture.jsonl``)."""
         ...
 
-    def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
-        """Apply one event to the files in ``directory``; return the paths it changed.
+    def apply(self, directory: Path, event: StoredEvent, files: PageFiles) -> None:
+        """Apply one event to the files in ``directory`` through ``files`` (the changes of the
+        current page: appends are written, flushed and fsynced once per file when the page
+        ends; the follower then fsyncs the directories and advances its checkpoint).
 
-        ``directory`` is ``<mirror-dir>/<name>`` (it may not exist yet: create it when writing).
-
-        Appends must be written, flushed and fsynced before returning; the follower fsyncs the
-        directory when files were created or removed and then advances its checkpoint.
+        ``directory`` is ``<mirror-dir>/<name>`` (it may not exist yet).
         """
         ...
 

@@ -20,7 +20,7 @@ from ledger.events.capture import (
 )
 from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.mirror.base import MirrorArea
-from ledger.mirror.files import append_durably, remove_if_present
+from ledger.mirror.files import PageFiles
 from ledger.store.captures import CallRow, read_capture_view
 from ledger.store.records import StoredEvent
 
@@ -58,23 +58,20 @@ class CaptureMirror:
     def file_names(self, rollout_id: str) -> list[str]:
         return [rollout_id + CAPTURE_SUFFIX, rollout_id + INCOMPLETE_SUFFIX]
 
-    def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
+    def apply(self, directory: Path, event: StoredEvent, files: PageFiles) -> None:
         rollout_id = event.rollout_id
         if rollout_id is None:
-            return set()
+            return
         capture, marker = (directory / name for name in self.file_names(rollout_id))
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):
             if event.payload is None:  # redacted: its generation has ended, files go with it
-                return set()
-            directory.mkdir(parents=True, exist_ok=True)
-            append_durably(capture, capture_line(event.kind, event.payload))
-            return {capture}
-        if event.kind == CAPTURE_MARKED_INCOMPLETE:
-            directory.mkdir(parents=True, exist_ok=True)
-            append_durably(marker, b"")
-            return {marker}
-        # A clear, or the tombstone ending the generation: the id reads as unused.
-        return {path for path in (capture, marker) if remove_if_present(path)}
+                return
+            files.append(capture, capture_line(event.kind, event.payload))
+        elif event.kind == CAPTURE_MARKED_INCOMPLETE:
+            files.append(marker, b"")
+        else:  # A clear, or the tombstone ending the generation: the id reads as unused.
+            files.remove(capture)
+            files.remove(marker)
 
     async def expected_files(self, conn: AsyncConnection, rollout_id: str) -> dict[str, bytes]:
         view = await read_capture_view(conn, rollout_id, with_payloads=True)

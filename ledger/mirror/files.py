@@ -44,6 +44,44 @@ def replace_durably(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+class PageFiles:
+    """The file changes of one page of events, with one append (one fsync) per file.
+
+    Appends are gathered per file in event order and written by ``finish``; a removal or a
+    replacement happens at once and drops the appends gathered for that file before it (they
+    would be removed or overwritten anyway), so the files end as applying the events one by one
+    would leave them. A crash part way is repaired like any other: the follower's checkpoint
+    only advances after ``finish``, and recovery rewrites every rollout touched after it.
+    """
+
+    def __init__(self) -> None:
+        self._appends: dict[Path, list[bytes]] = {}
+        self._changed: set[Path] = set()
+
+    def append(self, path: Path, data: bytes) -> None:
+        self._appends.setdefault(path, []).append(data)
+
+    def replace(self, path: Path, data: bytes) -> None:
+        self._appends.pop(path, None)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_durably(path, data)
+        self._changed.add(path)
+
+    def remove(self, path: Path) -> None:
+        self._appends.pop(path, None)
+        if remove_if_present(path):
+            self._changed.add(path)
+
+    def finish(self) -> set[Path]:
+        """Write the gathered appends (each file flushed and fsynced); every path changed."""
+        for path, chunks in self._appends.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            append_durably(path, b"".join(chunks))
+            self._changed.add(path)
+        self._appends = {}
+        return self._changed
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

@@ -21,6 +21,7 @@ from ledger.events.base import Catalogue
 from ledger.metrics import LedgerMetrics
 from ledger.mirror.base import MirrorArea
 from ledger.mirror.election import Election
+from ledger.mirror.files import PageFiles
 from ledger.mirror.sync import area_directory, fsync_parents, rewrite_touched, snapshot
 from ledger.store.mirror import read_checkpoint, recorded_at_of, write_checkpoint
 from ledger.store.queries import head_seq, read_events
@@ -127,14 +128,14 @@ class MirrorFollower:
         return True
 
     def _apply_page(self, page: list[StoredEvent]) -> None:
-        changed: set[Path] = set()
+        files = PageFiles()
         for event in page:
             if event.rollout_id is None:
                 continue
             for area in self._areas:
                 if area.handles(event.kind):
-                    changed |= area.apply(area_directory(self._mirror_dir, area), event)
-        fsync_parents(changed)
+                    area.apply(area_directory(self._mirror_dir, area), event, files)
+        fsync_parents(files.finish())
 
     async def _save_checkpoint(self, seq: int) -> None:
         def command(tx: WriteTransaction) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ledger.events.lineage import FAILURE_RECORDED, ROW_RECORDED
 from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.mirror.base import MirrorArea
-from ledger.mirror.files import append_durably, remove_if_present, replace_durably
+from ledger.mirror.files import PageFiles
 from ledger.store.lineage import ledger_view
 from ledger.store.records import StoredEvent
 
@@ -43,31 +43,23 @@ class LineageMirrorArea:
     def file_names(self, rollout_id: str) -> list[str]:
         return [f"{rollout_id}{LEDGER_SUFFIX}", f"{rollout_id}{FENCE_SUFFIX}"]
 
-    def apply(self, directory: Path, event: StoredEvent) -> set[Path]:
+    def apply(self, directory: Path, event: StoredEvent, files: PageFiles) -> None:
         if event.rollout_id is None or not self.handles(event.kind):
-            return set()
+            return
         ledger = directory / f"{event.rollout_id}{LEDGER_SUFFIX}"
         fence = directory / f"{event.rollout_id}{FENCE_SUFFIX}"
-        changed: set[Path] = set()
         if event.kind in (ROW_RECORDED, FAILURE_RECORDED):
             if event.payload is None:
-                return changed  # redacted: an ended generation, whose files a delete removed
+                return  # redacted: an ended generation, whose files a delete removed
             row = event.payload["row"] if event.kind == ROW_RECORDED else event.payload
-            directory.mkdir(parents=True, exist_ok=True)
-            append_durably(ledger, ledger_line(row))
-            changed.add(ledger)
+            files.append(ledger, ledger_line(row))
         elif event.kind == ROLLOUT_RETIRED:
-            directory.mkdir(parents=True, exist_ok=True)
             # Fence first, then remove the ledger: a crash in between leaves a fenced rollout.
-            replace_durably(fence, b"")
-            changed.add(fence)
-            if remove_if_present(ledger):
-                changed.add(ledger)
+            files.replace(fence, b"")
+            files.remove(ledger)
         else:  # ROLLOUT_DELETED
-            for path in (ledger, fence):
-                if remove_if_present(path):
-                    changed.add(path)
-        return changed
+            files.remove(ledger)
+            files.remove(fence)
 
     async def expected_files(self, conn: AsyncConnection, rollout_id: str) -> dict[str, bytes]:
         view = await ledger_view(conn, rollout_id)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ledger.contract.lineage import CommittedRow, FailureRow, build_manifest
 from ledger.mirror.areas import default_areas
+from ledger.mirror.files import PageFiles
 from ledger.mirror.lineage import LineageMirrorArea, ledger_line
 from ledger.service.lineage import LineageService
 from ledger.store.store import LedgerStore
@@ -22,9 +23,16 @@ def files_in(directory: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
 
 
-async def replay(store: LedgerStore, area: LineageMirrorArea, directory: Path) -> None:
-    for event in await store.events(after=0, limit=10_000):
-        area.apply(directory, event)
+async def replay(
+    store: LedgerStore, area: LineageMirrorArea, directory: Path, *, page: int = 1
+) -> None:
+    """Apply the log in pages of ``page`` events, as the follower does."""
+    events = await store.events(after=0, limit=10_000)
+    for start in range(0, len(events), page):
+        files = PageFiles()
+        for event in events[start : start + page]:
+            area.apply(directory, event, files)
+        files.finish()
 
 
 async def expected(store: LedgerStore, area: LineageMirrorArea) -> dict[str, bytes]:
@@ -54,6 +62,10 @@ async def test_replayed_files_match_the_database(store: LedgerStore, tmp_path: P
     await replay(store, area, directory)
     files = files_in(directory)
     assert files == await expected(store, area)
+    # The same files when the whole log is one page (appends gathered, removals in order).
+    whole = tmp_path / "one-page" / area.name
+    await replay(store, area, whole, page=10_000)
+    assert files_in(whole) == files
     assert sorted(files) == [
         "never.lineage.retired",
         "r1.lineage.jsonl",
