@@ -210,3 +210,19 @@ def test_the_assembler_declines_what_a_template_cannot_give() -> None:
 
 def test_a_trajectory_entry_is_none_when_the_call_cannot_make_one() -> None:
     assert trajectory_entry({"model_call_id": "x", "started_at": "not a time"}) is None
+
+
+def test_kept_shapes_give_the_same_templates_as_new_ones() -> None:
+    figures = dict.fromkeys(AGGREGATE_FIELDS)
+    pieces = [CallPiece("x", "{}", "{}", {**figures, "tokens_in": 3})]
+    gaps = [{"code": "model_call_capture_incomplete"}]
+    cases = [("r1", []), ("r2", gaps), ("r1", gaps), ("r1", []), ("r2", [])]
+    keeping_one = CaptureOnlyAssembler(shapes=1)
+    keeping_many = CaptureOnlyAssembler()
+    for rollout_id, case_gaps in cases * 2:
+        fresh = CaptureOnlyAssembler().assemble(rollout_id, pieces, case_gaps)
+        assert fresh is not None
+        for assembler in (keeping_one, keeping_many):
+            kept = assembler.assemble(rollout_id, pieces, case_gaps)
+            assert kept is not None and kept.template == fresh.template
+            assert '"tokens_in":3' in kept.template

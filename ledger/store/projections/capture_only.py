@@ -18,6 +18,7 @@ difference would show.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,11 @@ from ledger.contract.trajectory import trajectory_model_call
 from ledger.contract.trajectory_record import TrajectoryModelCall
 from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallPiece, template
 
+# Shapes kept (see CaptureOnlyAssembler): one per recently captured rollout, ~2 KB each.
+SHAPE_CACHE_SIZE = 4096
+# Where a shape has the metrics, filled on every capture (a NUL cannot appear unescaped in JSON).
+_METRICS_MARKER = "\x00ledger:metrics\x00"
+_QUOTED_METRICS = compact_json(_METRICS_MARKER)
 _PROBE_EXCHANGE: dict[str, Any] = {
     "model_call_id": "ledger-probe",
     "dialect": "chat",
@@ -67,14 +73,27 @@ class AssembledRecord:
     num_calls: int
 
 
-class CaptureOnlyAssembler:
-    """Builds capture-only records from pieces; holds the probe call (derived once)."""
+@dataclass(frozen=True)
+class _Shape:
+    """A rollout's record around the probe call, metrics left as a marker: all a template needs
+    beyond the metrics, for as long as the rollout's capture gaps stay the same."""
 
-    def __init__(self) -> None:
+    skeleton: dict[str, Any]
+    text: str
+
+
+class CaptureOnlyAssembler:
+    """Builds capture-only record templates; holds the probe call (derived once) and the
+    shapes of recently seen rollouts, so consecutive captures of a rollout run the pipeline
+    once, not once per capture."""
+
+    def __init__(self, *, shapes: int = SHAPE_CACHE_SIZE) -> None:
         self._probe = build_model_call_record(_PROBE_EXCHANGE, 0).model_dump(mode="json")
         entry = trajectory_entry(self._probe)
         assert entry is not None, "the probe call must have a valid trajectory entry"
         self._probe_entry = entry
+        self._shapes: OrderedDict[tuple[str, str], _Shape] = OrderedDict()
+        self._max_shapes = shapes
 
     def assemble(
         self, rollout_id: str, pieces: Sequence[CallPiece], gaps: Sequence[Mapping[str, Any]]
@@ -86,8 +105,31 @@ class CaptureOnlyAssembler:
         ids = [piece.model_call_id for piece in pieces if piece.model_call_id]
         if len(set(ids)) != len(ids):
             return None  # the trajectory merges calls that share an id
+        shape = self._shape(rollout_id, gaps)
+        if shape is None:
+            return None
         metrics = aggregate_model_call_values([piece.figures for piece in pieces])
-        capture = capture_attachment(rollout_id, metrics, [self._probe], gaps)
+        text = shape.text.replace(_QUOTED_METRICS, compact_json(metrics), 1)
+        return AssembledRecord(skeleton=shape.skeleton, template=text, num_calls=len(pieces))
+
+    def _shape(self, rollout_id: str, gaps: Sequence[Mapping[str, Any]]) -> _Shape | None:
+        key = (rollout_id, compact_json(list(gaps)))
+        shape = self._shapes.get(key)
+        if shape is not None:
+            self._shapes.move_to_end(key)
+            return shape
+        shape = self._build_shape(rollout_id, gaps)
+        if shape is not None:
+            self._shapes[key] = shape
+            if len(self._shapes) > self._max_shapes:
+                self._shapes.popitem(last=False)
+        return shape
+
+    def _build_shape(self, rollout_id: str, gaps: Sequence[Mapping[str, Any]]) -> _Shape | None:
+        capture = capture_attachment(rollout_id, {}, [self._probe], gaps)
+        # The metrics are read by nothing else in the pipeline (the trajectory takes the calls
+        # and gaps; ng_perf needs invocations, which a capture-only rollout has none of).
+        capture["metrics"] = _METRICS_MARKER
         skeleton = enrich_record(RolloutEvidence(rollout_id=rollout_id, capture=capture))
         if set(skeleton) != {"ng_model_call_capture", "ng_trajectory"}:
             return None  # e.g. the trajectory failed: payloads stay, a gap says why
@@ -108,9 +150,9 @@ class CaptureOnlyAssembler:
                 "ng_trajectory": {**trajectory, "model_calls": MODEL_CALLS_MARKER},
             }
         )
-        if text is None:
+        if text is None or text.count(_QUOTED_METRICS) != 1:
             return None
-        return AssembledRecord(skeleton=skeleton, template=text, num_calls=len(pieces))
+        return _Shape(skeleton=skeleton, text=text)
 
 
 __all__ = [
