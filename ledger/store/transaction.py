@@ -11,9 +11,10 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.canonical import canonical_json, sha256_hex, storable_utf8
+from ledger.canonical import NotStorable, storable_utf8
 from ledger.errors import IdempotencyConflict, InvalidPayload
 from ledger.events.base import Catalogue
+from ledger.events.encoding import EncodedPayload, encode_body
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.store.driver import DriverStatement
 from ledger.store.projections.base import Projector
@@ -130,20 +131,29 @@ class WriteTransaction:
     def append(
         self,
         kind: str,
-        payload: BaseModel | dict[str, Any],
+        payload: BaseModel | dict[str, Any] | EncodedPayload,
         *,
         rollout_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> Appended:
-        version, body = self._catalogue.encode(kind, payload)
-        payload_text = canonical_json(body)
-        try:
-            payload_bytes = storable_utf8(payload_text)
-            if idempotency_key is not None:
+        """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
+        writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
+        kind's current version, which the caller vouches for (it is not validated again)."""
+        if isinstance(payload, EncodedPayload):
+            version = self._catalogue.get(kind).version
+            encoded = payload
+        else:
+            version, body = self._catalogue.encode(kind, payload)
+            try:
+                encoded = encode_body(body)
+            except NotStorable as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        if idempotency_key is not None:
+            try:
                 storable_utf8(idempotency_key)
-        except ValueError as exc:
-            raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
-        payload_sha256 = sha256_hex(payload_bytes)
+            except ValueError as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        payload_sha256 = encoded.sha256
         if idempotency_key is not None:
             existing = self.find_by_idempotency_key(idempotency_key)
             if existing is not None:
@@ -181,7 +191,7 @@ class WriteTransaction:
                 "rollout_id": rollout_id,
                 "generation": generation,
                 "idempotency_key": idempotency_key,
-                "payload": payload_text,
+                "payload": encoded.text,
                 "payload_sha256": payload_sha256,
                 "hash": event_hash,
             },
@@ -195,7 +205,7 @@ class WriteTransaction:
             rollout_id=rollout_id,
             generation=generation,
             idempotency_key=idempotency_key,
-            payload=body,
+            payload=encoded.body,
             payload_sha256=payload_sha256,
             hash=event_hash,
         )

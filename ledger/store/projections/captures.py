@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert
 
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.contract.model_calls import PAYLOAD_FIELDS, build_model_call_record
 from ledger.events.capture import (
     CAPTURE_CLEARED,
@@ -23,6 +22,7 @@ from ledger.events.capture import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
+from ledger.events.encoding import encode_body
 from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.store.captures import CaptureState, is_pending, load_state
 from ledger.store.driver import DriverStatement
@@ -58,9 +58,7 @@ _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
 def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
     """The identity of a capture for model_call_id idempotency: the ``payload_sha256`` its
     ``model_call.captured`` event has (so the projection copies it instead of hashing again)."""
-    return sha256_hex(
-        canonical_json({"exchange": exchange, "model_call_id": model_call_id}).encode()
-    )
+    return encode_body({"model_call_id": model_call_id, "exchange": exchange}).sha256
 
 
 def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
