@@ -17,7 +17,7 @@ from ledger.events.base import Catalogue
 from ledger.events.encoding import EncodedPayload, encode_body
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.store.driver import DriverStatement
-from ledger.store.projections.base import Projector
+from ledger.store.projections.base import DefersRows, Projector
 from ledger.store.projections.rollouts import RolloutsProjector, rollout_after
 from ledger.store.records import Appended, RolloutState, StoredEvent, as_utc
 from ledger.store.rollout_cache import RolloutCache
@@ -85,14 +85,28 @@ class WriteTransaction:
         projectors: Sequence[Projector],
         rollouts: RolloutCache | None = None,
     ) -> None:
-        self.conn = conn
+        self._conn = conn
         self.head = head
         self._catalogue = catalogue
         self._projectors = projectors
+        self._deferring = [p for p in projectors if isinstance(p, DefersRows)]
         # Rows of `rollouts` read or written by this writer (see rollout_cache.py). They can be
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
+
+    @property
+    def conn(self) -> Connection:
+        """The write connection, for a command's own SQL.
+
+        Some projectors keep rows in memory until the command ends (``rollouts``,
+        ``capture_state``: one write per command instead of one per event); they are written
+        here first, so what the command reads is up to date. Take ``tx.conn`` for each read:
+        a connection kept from before an append would read those tables as they were.
+        """
+        for projector in self._deferring:
+            projector.write_pending(self._conn)
+        return self._conn
 
     @property
     def catalogue(self) -> Catalogue:
@@ -109,12 +123,13 @@ class WriteTransaction:
         """Let projectors finish what they deferred while the command appended (one rebuild of
         a touched rollout per command, not per event)."""
         for projector in self._projectors:
-            projector.flush(self.conn)
+            projector.flush(self._conn)
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)
         if known:
             return cached
+        # Through ``conn``: the row read must include what this command has appended.
         row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
         state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
@@ -125,7 +140,7 @@ class WriteTransaction:
         return 0 if state is None else state.generation
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
-        row = self.conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
+        row = self._conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
         return None if row is None else row_to_event(row, self._catalogue)
 
     def append(
@@ -182,7 +197,7 @@ class WriteTransaction:
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
         _INSERT_EVENT.execute(
-            self.conn,
+            self._conn,
             {
                 "seq": seq,
                 "recorded_at": recorded_at,
@@ -216,5 +231,5 @@ class WriteTransaction:
                 self._rollouts.forget(rollout_id)
         for projector in self._projectors:
             if projector.handles(kind):
-                projector.apply(self.conn, stored)
+                projector.apply(self._conn, stored)
         return Appended(event=stored, created=True)
