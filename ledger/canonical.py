@@ -20,13 +20,18 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+class NotStorable(ValueError):
+    """Text that JSON can spell but Unicode cannot hold (a lone UTF-16 surrogate); a ValueError
+    of its own so callers can tell it from NaN/Infinity, which ``canonical_json`` refuses."""
+
+
 def storable_utf8(text: str) -> bytes:
-    """UTF-8 bytes of ``text``; ValueError for what JSON can spell but Unicode cannot hold (a
+    """UTF-8 bytes of ``text``; NotStorable for what JSON can spell but Unicode cannot hold (a
     lone UTF-16 surrogate such as ``"\\ud800"``), which no database stores."""
     try:
         return text.encode()
     except UnicodeEncodeError as exc:
-        raise ValueError(f"not valid Unicode: a lone surrogate at position {exc.start}") from None
+        raise NotStorable(f"not valid Unicode: a lone surrogate at position {exc.start}") from None
 
 
 def canonical_json_bytes(value: Any) -> bytes:

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ledger.canonical import canonical_json_bytes, sha256_hex
 from ledger.contract.capture_attachment import (
     build_capture_attachment,
     capture_gaps,
@@ -33,8 +32,8 @@ from ledger.events.capture import (
     CaptureMarkedIncomplete,
     CapturePendingAnnounced,
     CapturePendingWithdrawn,
-    ModelCallCaptured,
 )
+from ledger.events.encoding import EncodedPayload, encode_body
 from ledger.ids import validate_rollout_id
 from ledger.store.captures import (
     CaptureView,
@@ -83,16 +82,32 @@ class MarkerReceipt:
 
 @dataclass(frozen=True)
 class PreparedExchange:
+    """A validated exchange and its ``model_call.captured`` payload, encoded before the writer
+    sees it: the writer stores ``payload`` as is (no second encoding on its thread)."""
+
     rollout_id: str
-    exchange: dict[str, Any]
-    sha256: str
-    size: int
+    payload: EncodedPayload
+
+    @property
+    def exchange(self) -> dict[str, Any]:
+        value = self.payload.body["exchange"]
+        assert isinstance(value, dict)
+        return value
 
     @property
     def model_call_id(self) -> str:
-        value = self.exchange["model_call_id"]
+        value = self.payload.body["model_call_id"]
         assert isinstance(value, str)
         return value
+
+    @property
+    def sha256(self) -> str:
+        """The event's ``payload_sha256``: the capture's identity for idempotency."""
+        return self.payload.sha256
+
+    @property
+    def size(self) -> int:
+        return self.payload.size
 
 
 @dataclass(frozen=True)
@@ -135,18 +150,12 @@ def prepare_exchange(
     if exchange.get("model_call_id") is None:
         exchange["model_call_id"] = uuid.uuid4().hex
     try:
-        # Exactly the bytes the event will hash: its payload_sha256 is the capture's identity.
-        data = canonical_json_bytes(
-            {"exchange": exchange, "model_call_id": exchange["model_call_id"]}
-        )
+        # The event's payload, encoded here and stored as is: the body is what
+        # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
+        payload = encode_body({"model_call_id": exchange["model_call_id"], "exchange": exchange})
     except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
         raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
-    return PreparedExchange(
-        rollout_id=checked_id,
-        exchange=exchange,
-        sha256=sha256_hex(data),
-        size=len(data),
-    )
+    return PreparedExchange(rollout_id=checked_id, payload=payload)
 
 
 def prepare_batch_item(item: object, prefix: str) -> PreparedExchange:
@@ -191,11 +200,7 @@ def decide_append(
             rollout_id, model_call_id, existing.call_index, existing.seq, created=False
         )
         return receipt, None
-    appended = tx.append(
-        MODEL_CALL_CAPTURED,
-        ModelCallCaptured.model_construct(model_call_id=model_call_id, exchange=prepared.exchange),
-        rollout_id=rollout_id,
-    )
+    appended = tx.append(MODEL_CALL_CAPTURED, prepared.payload, rollout_id=rollout_id)
     event = appended.event
     receipt = CaptureReceipt(rollout_id, model_call_id, next_call_index, event.seq, created=True)
     # What the capture projection now holds for the id (a captured event takes one position).

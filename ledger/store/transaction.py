@@ -11,12 +11,13 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.canonical import canonical_json, sha256_hex, storable_utf8
+from ledger.canonical import NotStorable, storable_utf8
 from ledger.errors import IdempotencyConflict, InvalidPayload
 from ledger.events.base import Catalogue
+from ledger.events.encoding import EncodedPayload, encode_body
 from ledger.store.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.store.driver import DriverStatement
-from ledger.store.projections.base import Projector
+from ledger.store.projections.base import DefersRows, Projector
 from ledger.store.projections.rollouts import RolloutsProjector, rollout_after
 from ledger.store.records import Appended, RolloutState, StoredEvent, as_utc
 from ledger.store.rollout_cache import RolloutCache
@@ -84,14 +85,28 @@ class WriteTransaction:
         projectors: Sequence[Projector],
         rollouts: RolloutCache | None = None,
     ) -> None:
-        self.conn = conn
+        self._conn = conn
         self.head = head
         self._catalogue = catalogue
         self._projectors = projectors
+        self._deferring = [p for p in projectors if isinstance(p, DefersRows)]
         # Rows of `rollouts` read or written by this writer (see rollout_cache.py). They can be
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
+
+    @property
+    def conn(self) -> Connection:
+        """The write connection, for a command's own SQL.
+
+        Some projectors keep rows in memory until the command ends (``rollouts``,
+        ``capture_state``: one write per command instead of one per event); they are written
+        here first, so what the command reads is up to date. Take ``tx.conn`` for each read:
+        a connection kept from before an append would read those tables as they were.
+        """
+        for projector in self._deferring:
+            projector.write_pending(self._conn)
+        return self._conn
 
     @property
     def catalogue(self) -> Catalogue:
@@ -108,12 +123,13 @@ class WriteTransaction:
         """Let projectors finish what they deferred while the command appended (one rebuild of
         a touched rollout per command, not per event)."""
         for projector in self._projectors:
-            projector.flush(self.conn)
+            projector.flush(self._conn)
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)
         if known:
             return cached
+        # Through ``conn``: the row read must include what this command has appended.
         row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
         state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
@@ -124,26 +140,35 @@ class WriteTransaction:
         return 0 if state is None else state.generation
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
-        row = self.conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
+        row = self._conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
         return None if row is None else row_to_event(row, self._catalogue)
 
     def append(
         self,
         kind: str,
-        payload: BaseModel | dict[str, Any],
+        payload: BaseModel | dict[str, Any] | EncodedPayload,
         *,
         rollout_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> Appended:
-        version, body = self._catalogue.encode(kind, payload)
-        payload_text = canonical_json(body)
-        try:
-            payload_bytes = storable_utf8(payload_text)
-            if idempotency_key is not None:
+        """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
+        writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
+        kind's current version, which the caller vouches for (it is not validated again)."""
+        if isinstance(payload, EncodedPayload):
+            version = self._catalogue.get(kind).version
+            encoded = payload
+        else:
+            version, body = self._catalogue.encode(kind, payload)
+            try:
+                encoded = encode_body(body)
+            except NotStorable as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        if idempotency_key is not None:
+            try:
                 storable_utf8(idempotency_key)
-        except ValueError as exc:
-            raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
-        payload_sha256 = sha256_hex(payload_bytes)
+            except ValueError as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        payload_sha256 = encoded.sha256
         if idempotency_key is not None:
             existing = self.find_by_idempotency_key(idempotency_key)
             if existing is not None:
@@ -172,7 +197,7 @@ class WriteTransaction:
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
         _INSERT_EVENT.execute(
-            self.conn,
+            self._conn,
             {
                 "seq": seq,
                 "recorded_at": recorded_at,
@@ -181,7 +206,7 @@ class WriteTransaction:
                 "rollout_id": rollout_id,
                 "generation": generation,
                 "idempotency_key": idempotency_key,
-                "payload": payload_text,
+                "payload": encoded.text,
                 "payload_sha256": payload_sha256,
                 "hash": event_hash,
             },
@@ -195,7 +220,7 @@ class WriteTransaction:
             rollout_id=rollout_id,
             generation=generation,
             idempotency_key=idempotency_key,
-            payload=body,
+            payload=encoded.body,
             payload_sha256=payload_sha256,
             hash=event_hash,
         )
@@ -206,5 +231,5 @@ class WriteTransaction:
                 self._rollouts.forget(rollout_id)
         for projector in self._projectors:
             if projector.handles(kind):
-                projector.apply(self.conn, stored)
+                projector.apply(self._conn, stored)
         return Appended(event=stored, created=True)

@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert
 
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.contract.model_calls import PAYLOAD_FIELDS, build_model_call_record
 from ledger.events.capture import (
     CAPTURE_CLEARED,
@@ -23,6 +22,7 @@ from ledger.events.capture import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
+from ledger.events.encoding import encode_body
 from ledger.events.rollout import ROLLOUT_DELETED
 from ledger.store.captures import CaptureState, is_pending, load_state
 from ledger.store.driver import DriverStatement
@@ -58,9 +58,7 @@ _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
 def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
     """The identity of a capture for model_call_id idempotency: the ``payload_sha256`` its
     ``model_call.captured`` event has (so the projection copies it instead of hashing again)."""
-    return sha256_hex(
-        canonical_json({"exchange": exchange, "model_call_id": model_call_id}).encode()
-    )
+    return encode_body({"model_call_id": model_call_id, "exchange": exchange}).sha256
 
 
 def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
@@ -99,33 +97,64 @@ def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
 
 
 class CapturesProjector:
-    """Writes every row in ``apply``; remembers, for the current command only, the
-    ``capture_state`` rows it wrote, so a command appending many captures to a rollout reads
-    that row once instead of once per capture."""
+    """Writes call and pending rows in ``apply``; keeps each touched rollout's
+    ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
+    command appending many captures to a rollout reads that row once and writes it once
+    instead of once per capture. ``tx.conn`` writes it before a command reads by SQL
+    (``DefersRows``)."""
 
     name = "captures"
     tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
 
     def __init__(self) -> None:
-        # rollout_id -> the capture_state row as this projector last wrote it in this command.
-        self._written: dict[str, CaptureState] = {}
+        # rollout_id -> its capture_state row as of the last event applied in this command;
+        # ``stored``: whether the table holds a row for the id (INSERT or UPDATE when written).
+        self._known: dict[str, CaptureState] = {}
+        # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
+        self._unwritten: dict[str, None] = {}
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
+    def write_pending(self, conn: Connection) -> None:
+        unwritten, self._unwritten = self._unwritten, {}
+        for rollout_id in unwritten:
+            state = self._known[rollout_id]
+            values = {
+                "generation": state.generation,
+                "next_call_index": state.next_call_index,
+                "record_count": state.record_count,
+                "damaged_count": state.damaged_count,
+                "has_evidence": state.has_evidence,
+                "incomplete": state.incomplete,
+                "pending_count": state.pending_count,
+                "cleared_seq": state.cleared_seq,
+                "last_seq": state.last_seq,
+            }
+            if state.stored:
+                _UPDATE_STATE.execute(conn, {**values, "b_rollout_id": rollout_id})
+            else:
+                _INSERT_STATE.execute(conn, {**values, "rollout_id": rollout_id})
+                self._known[rollout_id] = replace(state, stored=True)
+
     def flush(self, conn: Connection) -> None:
-        """Rows are all written by ``apply``; the remembered state ends with the command."""
-        self._written = {}
+        """Write the rows; what is remembered ends with the command."""
+        self.write_pending(conn)
+        self._known = {}
 
     def discard(self) -> None:
         """The command's savepoint was rolled back: what was remembered is not true."""
-        self._written = {}
+        self._known = {}
+        self._unwritten = {}
 
     def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
-        written = self._written.get(rollout_id)
-        if written is not None and written.generation == generation:
-            return written
-        return load_state(conn, rollout_id, generation)
+        known = self._known.get(rollout_id)
+        if known is None:
+            return load_state(conn, rollout_id, generation)
+        if known.generation == generation:
+            return known
+        # What load_state answers for a row of another generation (the row is known here).
+        return CaptureState(rollout_id=rollout_id, generation=generation, stored=known.stored)
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         rollout_id = event.rollout_id
@@ -134,10 +163,10 @@ class CapturesProjector:
         if event.kind == ROLLOUT_DELETED:
             self._forget_generation(conn, rollout_id, event.generation)
             conn.execute(delete(capture_state).where(capture_state.c.rollout_id == rollout_id))
-            self._written.pop(rollout_id, None)
+            self._known.pop(rollout_id, None)
+            self._unwritten.pop(rollout_id, None)
             return
         state = self._state(conn, rollout_id, event.generation)
-        stored = state.stored
         payload = event.payload
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):
             state = self._position(conn, state, event)
@@ -146,7 +175,10 @@ class CapturesProjector:
         elif event.kind == CAPTURE_CLEARED:
             self._forget_generation(conn, rollout_id, event.generation)
             state = CaptureState(
-                rollout_id=rollout_id, generation=event.generation, cleared_seq=event.seq
+                rollout_id=rollout_id,
+                generation=event.generation,
+                cleared_seq=event.seq,
+                stored=state.stored,
             )
         elif event.kind == CAPTURE_PENDING_ANNOUNCED and payload is not None:
             model_call_id = payload["model_call_id"]
@@ -162,22 +194,8 @@ class CapturesProjector:
                 state = replace(state, pending_count=state.pending_count + 1)
         elif event.kind == CAPTURE_PENDING_WITHDRAWN and payload is not None:
             state = self._settle_pending(conn, state, payload["model_call_id"])
-        values = {
-            "generation": state.generation,
-            "next_call_index": state.next_call_index,
-            "record_count": state.record_count,
-            "damaged_count": state.damaged_count,
-            "has_evidence": state.has_evidence,
-            "incomplete": state.incomplete,
-            "pending_count": state.pending_count,
-            "cleared_seq": state.cleared_seq,
-            "last_seq": event.seq,
-        }
-        if stored:
-            _UPDATE_STATE.execute(conn, {**values, "b_rollout_id": rollout_id})
-        else:
-            _INSERT_STATE.execute(conn, {**values, "rollout_id": rollout_id})
-        self._written[rollout_id] = replace(state, last_seq=event.seq, stored=True)
+        self._known[rollout_id] = replace(state, last_seq=event.seq)
+        self._unwritten[rollout_id] = None
 
     def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
         call_index = state.next_call_index

@@ -1,9 +1,12 @@
 """Projections of the observations area: each rollout's enriched record as a materialized view.
 
 Whenever a capture, an observation bundle or a result of a rollout is appended, the rollout's
-joined observations, ``ng_trajectory`` and ``ng_perf`` are recomputed from scratch (the pure
-functions of ``ledger.contract``) in the same transaction. This projector runs after the
-capture projector, so ``capture_state`` and ``capture_calls`` already include the event.
+joined observations, ``ng_trajectory`` and ``ng_perf`` are recomputed (the pure functions of
+``ledger.contract``) in the same transaction, once per command, in ``flush``. This projector
+flushes after the rollouts and capture projectors, so by then ``capture_state``,
+``capture_calls`` and ``rollouts`` include the command's events (in ``apply`` the deferred
+state rows do not yet). A rollout with captures only is stored as a template filled on read
+(projections/capture_only.py, store/record_pieces.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,169 @@
+"""Capture ingest in-process (no HTTP): what the writer thread costs per capture.
+
+Through ``CaptureService`` on a ``LedgerStore`` with ``default_projectors`` and a fresh SQLite
+file (WAL, ``synchronous=FULL``), realistic ~2 KB exchanges:
+
+- batched: commands of 100 captures to one rollout (``append_many``), 8 concurrent senders;
+- single: one capture per command (``append``), 32 concurrent tasks.
+
+Each leg prints captures/s and the writer's time per capture (the whole batch run on the writer
+thread, commit included, from the writer's metrics hook). There is no baseline inside the run:
+run this file with another checkout's interpreter for a before/after pair
+(``path/to/.venv/bin/python benchmarks/bench_ingest_writer.py --quick``), since it imports only
+the ledger's public store and service API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.events import default_catalogue
+from ledger.service.captures import CaptureService
+from ledger.store import migrate
+from ledger.store.projections import default_projectors
+from ledger.store.store import LedgerStore
+
+DESCRIPTION = "in-process capture ingest: batched x100 and single (32 tasks), writer ms/capture"
+
+BATCH = 100
+BATCH_SENDERS = 8
+SINGLE_TASKS = 32
+
+
+def exchange(model_call_id: str, *, padding: int = 1500) -> dict[str, Any]:
+    """A realistic chat exchange of about ``padding + 500`` bytes (as in bench_captures)."""
+    return {
+        "model_call_id": model_call_id,
+        "dialect": "chat",
+        "model_ref": {"type": "responses_api_models", "name": "policy_model"},
+        "started_at": 1764400000.25,
+        "completed_at": 1764400001.5,
+        "latency_ms": 1250.5,
+        "latency_ttft_ms": 80.0,
+        "status_code": 200,
+        "error_category": None,
+        "request": {
+            "model": "policy",
+            "messages": [{"role": "user", "content": "x" * (padding // 2)}],
+        },
+        "response": {
+            "id": "chatcmpl-" + model_call_id[:12],
+            "object": "chat.completion",
+            "model": "policy",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "y" * (padding // 2)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200},
+        },
+    }
+
+
+@dataclass
+class WriterTime:
+    """The writer's metrics hook: total time its batches took, and how many events they wrote."""
+
+    seconds: float = 0.0
+    events: int = 0
+
+    def observe_batch(self, size: int, commit_seconds: float, events: int) -> None:
+        self.seconds += commit_seconds
+        self.events += events
+
+    def set_queue_depth(self, depth: int) -> None:
+        pass
+
+    def count_failed_batch(self) -> None:
+        pass
+
+
+async def _open(root: Path, metrics: WriterTime) -> LedgerStore:
+    url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
+    await migrate.upgrade(url)
+    store = LedgerStore(
+        url, default_catalogue(), default_projectors(), synchronous="FULL", metrics=metrics
+    )
+    await store.open()
+    return store
+
+
+async def _batched(service: CaptureService, batches_per_sender: int) -> None:
+    async def sender(n: int) -> None:
+        for b in range(batches_per_sender):
+            rollout_id = f"batch-{n}-{b}"
+            items = [
+                {"rollout_id": rollout_id, "exchange": exchange(uuid.uuid4().hex)}
+                for _ in range(BATCH)
+            ]
+            results = await service.append_many(items)
+            assert all(r.status == 201 for r in results), results[0]
+
+    await asyncio.gather(*(sender(n) for n in range(BATCH_SENDERS)))
+
+
+async def _single(service: CaptureService, per_task: int) -> None:
+    async def task(n: int) -> None:
+        for i in range(per_task):
+            receipt = await service.append(f"single-{n}", exchange(uuid.uuid4().hex))
+            assert receipt.created and receipt.call_index == i
+
+    await asyncio.gather(*(task(n) for n in range(SINGLE_TASKS)))
+
+
+async def _leg(name: str, captures: int, run: Any) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-writer-") as scratch:
+        metrics = WriterTime()
+        store = await _open(Path(scratch), metrics)
+        try:
+            started = time.perf_counter()
+            await run(CaptureService(store))
+            seconds = time.perf_counter() - started
+        finally:
+            await store.close()
+    assert metrics.events == captures, (metrics.events, captures)
+    print(
+        f"{name:34} {captures / seconds:10,.0f} captures/s"
+        f"   writer {1000 * metrics.seconds / captures:6.3f} ms/capture"
+        f"   ({captures:,} captures, {seconds:.2f} s)",
+        flush=True,
+    )
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench ingest_writer")
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    args = parser.parse_args(argv)
+    batches_per_sender = 5 if args.quick else 25
+    per_task = 60 if args.quick else 300
+    batched = batches_per_sender * BATCH_SENDERS * BATCH
+    single = per_task * SINGLE_TASKS
+
+    asyncio.run(
+        _leg(
+            f"batched x{BATCH} ({BATCH_SENDERS} senders)",
+            batched,
+            lambda service: _batched(service, batches_per_sender),
+        )
+    )
+    asyncio.run(
+        _leg(
+            f"single ({SINGLE_TASKS} tasks)",
+            single,
+            lambda service: _single(service, per_task),
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
