@@ -30,7 +30,7 @@ from ledger.contract.capture_attachment import build_capture_attachment, capture
 from ledger.contract.model_calls import AGGREGATE_FIELDS, ModelCallRecord
 from ledger.store.captures import CaptureState, load_state
 from ledger.store.driver import DriverQuery, DriverStatement
-from ledger.store.record_pieces import CallPiece, fill
+from ledger.store.record_pieces import CallFigures, CallPiece, fill
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -76,23 +76,31 @@ _SELECT_POSITIONS = DriverQuery(
     .where(capture_calls.c.generation == _GENERATION)
     .where(capture_calls.c.seq >= bindparam("p_from_seq"))
 )
-_SELECT_PIECES = DriverQuery(
+_CALL_JOIN = observation_calls.join(
+    capture_calls,
+    (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
+    & (capture_calls.c.generation == observation_calls.c.generation)
+    & (capture_calls.c.call_index == observation_calls.c.call_index),
+)
+_SELECT_FIGURES = DriverQuery(
     select(
         capture_calls.c.model_call_id,
-        capture_calls.c.record,
-        observation_calls.c.trajectory_entry,
+        # IS NULL reads the column's type from the row header, not its (overflowing) text.
+        type_coerce(observation_calls.c.trajectory_entry.is_not(None), NullType()).label(
+            "has_trajectory_entry"
+        ),
         # Untyped: the numbers come back as the driver gives them (int, float or None) and
         # asyncpg's numeric result processors need a column type the cursor does not supply.
         *(type_coerce(capture_calls.c[name], NullType()).label(name) for name in AGGREGATE_FIELDS),
     )
-    .select_from(
-        observation_calls.join(
-            capture_calls,
-            (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
-            & (capture_calls.c.generation == observation_calls.c.generation)
-            & (capture_calls.c.call_index == observation_calls.c.call_index),
-        )
-    )
+    .select_from(_CALL_JOIN)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_SELECT_PIECES = DriverQuery(
+    select(capture_calls.c.record, observation_calls.c.trajectory_entry)
+    .select_from(_CALL_JOIN)
     .where(observation_calls.c.rollout_id == _ROLLOUT)
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
@@ -190,19 +198,24 @@ def store_call(
     )
 
 
-def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
-    """What each stored (non-damaged) call of the rollout generation contributes to its
-    record, in ``call_index`` order: one indexed read, no call is parsed."""
-    rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+def load_call_figures(conn: Connection, rollout_id: str, generation: int) -> list[CallFigures]:
+    """What a capture-only record needs of each stored (non-damaged) call of the rollout
+    generation besides its JSON, in ``call_index`` order."""
+    rows = _SELECT_FIGURES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
     return [
-        CallPiece(
+        CallFigures(
             model_call_id=row.model_call_id,
-            capture_entry=str(row.record),
-            trajectory_entry=row.trajectory_entry,
+            has_trajectory_entry=bool(row.has_trajectory_entry),
             figures={name: getattr(row, name) for name in AGGREGATE_FIELDS},
         )
         for row in rows
     ]
+
+
+def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
+    """The JSON each stored call puts into a capture-only record, in ``call_index`` order."""
+    rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+    return [CallPiece(str(row.record), row.trajectory_entry) for row in rows]
 
 
 def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
@@ -353,7 +366,6 @@ _RECORD_AND_PIECES = (
     select(
         observation_records.c.record,
         observation_records.c.assembled,
-        capture_calls.c.model_call_id,
         capture_calls.c.record.label("capture_entry"),
         observation_calls.c.trajectory_entry,
     )
@@ -382,7 +394,7 @@ def _record_text(rows: Sequence[Row[Any]]) -> str | None:
     if not first.assembled:
         return str(first.record)
     pieces = [
-        CallPiece(row.model_call_id, str(row.capture_entry), row.trajectory_entry, {})
+        CallPiece(str(row.capture_entry), row.trajectory_entry)
         for row in rows
         if row.capture_entry is not None
     ]

@@ -29,11 +29,19 @@ _QUOTED_MODEL_CALLS = compact_json(MODEL_CALLS_MARKER)
 
 @dataclass(frozen=True)
 class CallPiece:
-    """What one stored call contributes to its rollout's record."""
+    """What one stored call puts into its rollout's record text."""
 
-    model_call_id: str | None
     capture_entry: str  # its payload-free record dump: its entry in ng_model_call_capture.calls
     trajectory_entry: str | None  # its entry in ng_trajectory.model_calls (None: not derivable)
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """What the rest of a capture-only record needs of one stored call: no JSON text, so a
+    capture reads a few small columns per call of its rollout, not every call's JSON."""
+
+    model_call_id: str | None
+    has_trajectory_entry: bool
     figures: Mapping[str, int | float | None]  # its AGGREGATE_FIELDS values
 
 

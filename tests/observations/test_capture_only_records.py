@@ -25,7 +25,7 @@ from ledger.store import migrate
 from ledger.store.observations import read_record_text
 from ledger.store.projections import default_projectors
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.record_pieces import CallPiece, fill
+from ledger.store.record_pieces import CallFigures, CallPiece, fill
 from ledger.store.schema.observations import (
     observation_calls,
     observation_gaps,
@@ -184,11 +184,11 @@ async def test_verify_rebuilds_in_full_and_agrees(pair: Pair) -> None:
 def test_a_template_is_filled_with_the_entries_in_order() -> None:
     assembler = CaptureOnlyAssembler()
     figures = dict.fromkeys(AGGREGATE_FIELDS)
-    first = CallPiece("x", '{"capture":1}', '{"trajectory":2}', figures)
-    second = CallPiece("y", '{"c":3}', '{"t":4}', figures)
-    assembled = assembler.assemble("r", [first, second], [])
+    calls = [CallFigures("x", True, figures), CallFigures("y", True, figures)]
+    assembled = assembler.assemble("r", calls, [])
     assert assembled is not None and assembled.num_calls == 2
-    text = fill(assembled.template, [first, second])
+    pieces = [CallPiece('{"capture":1}', '{"trajectory":2}'), CallPiece('{"c":3}', '{"t":4}')]
+    text = fill(assembled.template, pieces)
     assert '"calls":[{"capture":1},{"c":3}]' in text
     assert '"model_calls":[{"trajectory":2},{"t":4}]' in text
     assert "ledger:" not in text
@@ -197,15 +197,15 @@ def test_a_template_is_filled_with_the_entries_in_order() -> None:
 def test_the_assembler_declines_what_a_template_cannot_give() -> None:
     assembler = CaptureOnlyAssembler()
     figures = dict.fromkeys(AGGREGATE_FIELDS)
-    valid = CallPiece("x", "{}", "{}", figures)
+    valid = CallFigures("x", True, figures)
     # No calls: the full rebuild is cheap and adds model_calls_unavailable itself.
     assert assembler.assemble("r", [], []) is None
     # A call without a valid trajectory entry, or two calls sharing an id (the trajectory
     # merges them): the full rebuild decides.
-    assert assembler.assemble("r", [CallPiece("x", "{}", None, figures)], []) is None
+    assert assembler.assemble("r", [CallFigures("x", False, figures)], []) is None
     assert assembler.assemble("r", [valid, valid], []) is None
     with pytest.raises(ValueError, match="without a trajectory entry"):
-        fill("{}", [CallPiece("x", "{}", None, figures)])
+        fill("{}", [CallPiece("{}", None)])
 
 
 def test_a_trajectory_entry_is_none_when_the_call_cannot_make_one() -> None:
@@ -214,7 +214,7 @@ def test_a_trajectory_entry_is_none_when_the_call_cannot_make_one() -> None:
 
 def test_kept_shapes_give_the_same_templates_as_new_ones() -> None:
     figures = dict.fromkeys(AGGREGATE_FIELDS)
-    pieces = [CallPiece("x", "{}", "{}", {**figures, "tokens_in": 3})]
+    pieces = [CallFigures("x", True, {**figures, "tokens_in": 3})]
     gaps = [{"code": "model_call_capture_incomplete"}]
     cases = [("r1", []), ("r2", gaps), ("r1", gaps), ("r1", []), ("r2", [])]
     keeping_one = CaptureOnlyAssembler(shapes=1)

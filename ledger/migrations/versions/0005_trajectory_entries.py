@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.store.observations import read_record_text_sync
+from ledger.store.observations import load_call_pieces, read_record_text_sync
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
 from ledger.store.projections.observations import assemble_capture_only
 from ledger.store.record_pieces import fill
@@ -99,11 +99,12 @@ def upgrade() -> None:
             )
         ).one()
         found = assemble_capture_only(bind, assembler, rollout_id, row.generation)
-        if found is not None and fill(found[0].text, found[1]) == row.record:
+        pieces = load_call_pieces(bind, rollout_id, row.generation)
+        if found is not None and fill(found.text, pieces) == row.record:
             bind.execute(
                 records.update()
                 .where(records.c.rollout_id == rollout_id)
-                .values(record=found[0].text, assembled=True)
+                .values(record=found.text, assembled=True)
             )
 
 

@@ -31,7 +31,7 @@ from ledger.contract.model_calls import aggregate_model_call_values, build_model
 from ledger.contract.record import RolloutEvidence, enrich_record
 from ledger.contract.trajectory import trajectory_model_call
 from ledger.contract.trajectory_record import TrajectoryModelCall
-from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallPiece, template
+from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallFigures, template
 
 # Shapes kept (see CaptureOnlyAssembler): one per recently captured rollout, ~2 KB each.
 SHAPE_CACHE_SIZE = 4096
@@ -96,21 +96,21 @@ class CaptureOnlyAssembler:
         self._max_shapes = shapes
 
     def assemble(
-        self, rollout_id: str, pieces: Sequence[CallPiece], gaps: Sequence[Mapping[str, Any]]
+        self, rollout_id: str, calls: Sequence[CallFigures], gaps: Sequence[Mapping[str, Any]]
     ) -> AssembledRecord | None:
         """The record template of a rollout with these calls and capture gaps and no
         observations or result; None when filling it would not give the full rebuild."""
-        if not pieces or any(piece.trajectory_entry is None for piece in pieces):
+        if not calls or not all(call.has_trajectory_entry for call in calls):
             return None
-        ids = [piece.model_call_id for piece in pieces if piece.model_call_id]
+        ids = [call.model_call_id for call in calls if call.model_call_id]
         if len(set(ids)) != len(ids):
             return None  # the trajectory merges calls that share an id
         shape = self._shape(rollout_id, gaps)
         if shape is None:
             return None
-        metrics = aggregate_model_call_values([piece.figures for piece in pieces])
+        metrics = aggregate_model_call_values([call.figures for call in calls])
         text = shape.text.replace(_QUOTED_METRICS, compact_json(metrics), 1)
-        return AssembledRecord(skeleton=shape.skeleton, template=text, num_calls=len(pieces))
+        return AssembledRecord(skeleton=shape.skeleton, template=text, num_calls=len(calls))
 
     def _shape(self, rollout_id: str, gaps: Sequence[Mapping[str, Any]]) -> _Shape | None:
         key = (rollout_id, compact_json(list(gaps)))

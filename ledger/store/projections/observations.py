@@ -41,6 +41,7 @@ from ledger.store.observations import (
     forget_calls,
     forget_rollout,
     gaps_of_state,
+    load_call_figures,
     load_call_pieces,
     load_capture_attachment,
     load_inputs,
@@ -50,7 +51,7 @@ from ledger.store.observations import (
 )
 from ledger.store.projections.base import Projector
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.record_pieces import CallPiece, fill
+from ledger.store.record_pieces import fill
 from ledger.store.records import StoredEvent
 
 CAPTURE_KINDS = frozenset(
@@ -185,28 +186,23 @@ class ObservationsProjector:
     def _project(self, conn: Connection, rollout_id: str, inputs: RecordInputs) -> ProjectedRecord:
         assembled = None
         if inputs.bundle is None and inputs.result is None:
-            assembled = self._assemble(conn, rollout_id, inputs.generation)
+            assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs.generation)
         if assembled is not None and not self._check_templates:
-            return assembled[0]
+            return assembled
         capture = load_capture_attachment(conn, rollout_id, inputs.generation)
         full = project(rollout_id, inputs, capture)
         if assembled is not None:
-            template, pieces = assembled
             # Checking (``ledger verify``): the template is kept only if it gives exactly the
             # full record, so a template the writer stored that does not is reported.
+            pieces = load_call_pieces(conn, rollout_id, inputs.generation)
             if (
-                fill(template.text, pieces) == full.text
-                and template.perf == full.perf
-                and template.gaps == full.gaps
-                and template.tool_calls == full.tool_calls
+                fill(assembled.text, pieces) == full.text
+                and assembled.perf == full.perf
+                and assembled.gaps == full.gaps
+                and assembled.tool_calls == full.tool_calls
             ):
-                return template
+                return assembled
         return full
-
-    def _assemble(
-        self, conn: Connection, rollout_id: str, generation: int
-    ) -> tuple[ProjectedRecord, list[CallPiece]] | None:
-        return assemble_capture_only(conn, self._assembler, rollout_id, generation)
 
     def _keep_calls(self, conn: Connection, rollout_id: str, pending: _Pending) -> None:
         """Keep each captured call's record with payloads, at the position the capture
@@ -230,18 +226,19 @@ class ObservationsProjector:
 
 def assemble_capture_only(
     conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, generation: int
-) -> tuple[ProjectedRecord, list[CallPiece]] | None:
-    """The template of a capture-only record (projections/capture_only.py) and the pieces that
-    fill it; None when it must be rebuilt in full."""
-    pieces = load_call_pieces(conn, rollout_id, generation)
+) -> ProjectedRecord | None:
+    """The record of a rollout generation with captures only, as a template (stored text) that
+    reads fill with its calls' pieces (projections/capture_only.py); None when it must be
+    rebuilt in full."""
+    calls = load_call_figures(conn, rollout_id, generation)
     state = load_state(conn, rollout_id, generation)
-    assembled = assembler.assemble(rollout_id, pieces, gaps_of_state(state))
+    assembled = assembler.assemble(rollout_id, calls, gaps_of_state(state))
     if assembled is None:
         return None
     skeleton = assembled.skeleton
     trajectory = skeleton["ng_trajectory"]
     identity = trajectory_identity(None, rollout_id)
-    projected = ProjectedRecord(
+    return ProjectedRecord(
         record=skeleton,
         text=assembled.template,
         assembled=True,
@@ -251,7 +248,6 @@ def assemble_capture_only(
         tool_calls=list(trajectory["tool_calls"]),
         gaps=[("ng_trajectory", gap) for gap in _gaps_of(trajectory)],
     )
-    return projected, pieces
 
 
 def projectors(*, check_templates: bool = False) -> list[Projector]:
