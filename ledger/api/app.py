@@ -47,3 +47,9 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
     ):
         app.include_router(router)
     return app
+
+
+def create_app_from_environment() -> FastAPI:
+    """The service configured by the ``LEDGER_*`` environment alone: the factory each worker
+    process of ``ledger serve --workers N`` builds (the command exports its options first)."""
+    return create_app(Settings())

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import json
 import logging
+import os
 import sys
 
 import click
@@ -33,6 +34,13 @@ from ledger.store.verify import verify_chain, verify_projections
 )
 @click.option("--log-level", default="info", show_default=True)
 @click.option("--upgrade", is_flag=True, help="Upgrade the database to head before serving")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Server processes on the port, each with its own writer (docs/operations.md)",
+)
 @database_options
 @click.pass_context
 def serve(
@@ -42,6 +50,7 @@ def serve(
     insecure: bool | None,
     log_level: str,
     upgrade: bool,
+    workers: int,
 ) -> None:
     """Run the HTTP service (the database must be at the head revision)."""
     import uvicorn
@@ -69,7 +78,28 @@ def serve(
     if settings.control_token is None:
         # soft_wrap: a long path must stay on one line, copyable.
         err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level)
+    if workers == 1:
+        uvicorn.run(
+            create_app(settings), host=settings.host, port=settings.port, log_level=log_level
+        )
+        return
+    # Worker processes build their settings from the environment: hand them this command's.
+    overrides = {**(ctx.obj or {}), "host": host, "port": port, "insecure": insecure}
+    os.environ.update(
+        {
+            f"LEDGER_{name.upper()}": str(value)
+            for name, value in overrides.items()
+            if value is not None
+        }
+    )
+    uvicorn.run(
+        "ledger.api.app:create_app_from_environment",
+        factory=True,
+        workers=workers,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+    )
 
 
 @click.group()

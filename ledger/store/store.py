@@ -15,6 +15,7 @@ from ledger.store.engines import (
     create_async_db_engine,
     create_sqlite_writer_engine,
     is_sqlite_url,
+    sqlite_path,
 )
 from ledger.store.projections.base import Projector
 from ledger.store.records import Appended, NewEvent, RolloutState, StoredEvent
@@ -27,6 +28,7 @@ from ledger.store.writer import (
     Writer,
     WriterMetrics,
 )
+from ledger.store.writer_lock import WriterLock
 
 T = TypeVar("T")
 
@@ -54,7 +56,8 @@ class LedgerStore:
             runner = SQLiteRunner(
                 create_sqlite_writer_engine(
                     url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
-                )
+                ),
+                WriterLock(sqlite_path(url)),
             )
         else:
             runner = AsyncEngineRunner(create_async_db_engine(url, pool_size=1))

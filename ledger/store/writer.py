@@ -29,6 +29,7 @@ from ledger.store.projections.base import Projector
 from ledger.store.rollout_cache import RolloutCache
 from ledger.store.savepoints import CommandSavepoints
 from ledger.store.transaction import WriteTransaction, read_head
+from ledger.store.writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,17 @@ class SQLiteRunner:
     (as an async driver does) would cost far more than the SQL itself.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, lock: WriterLock | None = None) -> None:
         self._engine = engine
+        # Taken around each batch when the database is a file (see writer_lock.py).
+        self._lock = lock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
 
     def _run_sync(self, fn: Callable[[Connection], T]) -> T:
-        with self._engine.connect() as conn:
+        if self._lock is None:
+            with self._engine.connect() as conn:
+                return fn(conn)
+        with self._lock.held(), self._engine.connect() as conn:
             return fn(conn)
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
@@ -78,6 +84,8 @@ class SQLiteRunner:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._engine.dispose)
         self._executor.shutdown(wait=True)
+        if self._lock is not None:
+            self._lock.close()
 
 
 class AsyncEngineRunner:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,96 @@ pytestmark = pytest.mark.slow
 
 CLIENTS_PER_SERVER = 8
 CAPTURES_PER_CLIENT = 25
+
+
+async def assert_each_capture_once(database_url: str, record: LoadLedger) -> None:
+    """Every acknowledged capture is stored once at its acknowledged position, positions are
+    gapless, and the mirror has caught up."""
+    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    await store.open()
+    try:
+        captures = CaptureService(store)
+        for model_call_id, acknowledged in record.acknowledged.items():
+            rollout_id = record.sent[model_call_id][0]
+            calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
+            matching = [c for c in calls if c["model_call_id"] == model_call_id]
+            assert [c["call_index"] for c in matching] == [acknowledged["call_index"]]
+        for rollout_id in {rollout for rollout, _ in record.sent.values()}:
+            calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
+            assert [c["call_index"] for c in calls] == list(range(len(calls)))
+        await wait_for_mirror(store, within_seconds=120)
+    finally:
+        await store.close()
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that still run (not gone, not zombies)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
+async def test_one_server_with_two_worker_processes(database_url: str, tmp_path: Path) -> None:
+    """``ledger serve --workers 2``: two processes on one port, each with its own writer,
+    taking turns on the database (a file lock on SQLite, the advisory lock on PostgreSQL)."""
+    server = ServerProcess(
+        data_dir=tmp_path, database_url=database_url, argv=("ledger", "serve", "--workers", "2")
+    )
+    record = LoadLedger()
+    workers: list[int] = []
+    try:
+        server.start()
+        assert server.process is not None
+        # The second worker may still be starting when the first answers /healthz.
+        deadline = time.monotonic() + 60
+        while len(workers := children_of(server.process.pid)) < 2:
+            assert time.monotonic() < deadline, "ledger serve --workers 2 started no 2 workers"
+            await asyncio.sleep(0.1)  # poll
+        async with asyncio.timeout(180):
+            await asyncio.gather(
+                *(
+                    capture_client(
+                        server.base_url,
+                        name=f"c{n}",
+                        record=record,
+                        stop=asyncio.Event(),
+                        limit=CAPTURES_PER_CLIENT,
+                        rollouts=2,
+                    )
+                    for n in range(2 * CLIENTS_PER_SERVER)
+                )
+            )
+        assert record.errors == []
+        assert len(record.acknowledged) == 2 * CLIENTS_PER_SERVER * CAPTURES_PER_CLIENT
+        await assert_each_capture_once(database_url, record)
+        lines = sum(
+            len(path.read_bytes().splitlines())
+            for path in (tmp_path / "mirror" / "model-calls").glob("*.capture.jsonl")
+        )
+        assert lines == len(record.acknowledged)
+    finally:
+        server.stop()
+    # Stopping the server stops its workers too.
+    assert alive(workers) == []
 
 
 async def test_two_processes_share_one_database(database_url: str, tmp_path: Path) -> None:
@@ -62,22 +153,8 @@ async def test_two_processes_share_one_database(database_url: str, tmp_path: Pat
                     assert reply.json()["call_index"] == n
         assert record.errors == []
         assert len(record.acknowledged) == 2 * CLIENTS_PER_SERVER * CAPTURES_PER_CLIENT
-        store = LedgerStore(database_url, default_catalogue(), default_projectors())
-        await store.open()
-        try:
-            captures = CaptureService(store)
-            for model_call_id, acknowledged in record.acknowledged.items():
-                rollout_id = record.sent[model_call_id][0]
-                calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
-                matching = [c for c in calls if c["model_call_id"] == model_call_id]
-                assert [c["call_index"] for c in matching] == [acknowledged["call_index"]]
-            for rollout_id in {rollout for rollout, _ in record.sent.values()}:
-                calls = (await captures.model_calls(rollout_id, payloads=False))["calls"]
-                assert [c["call_index"] for c in calls] == list(range(len(calls)))
-            # Exactly one of the two processes mirrors, and it converges.
-            await wait_for_mirror(store, within_seconds=120)
-        finally:
-            await store.close()
+        # Exactly one of the two processes mirrors, and it converges.
+        await assert_each_capture_once(database_url, record)
         mirror_dirs = [
             server.data_dir / "mirror" / "model-calls"
             for server in servers
