@@ -103,6 +103,10 @@ def ingest_server(projectors: str) -> tuple[str, ...]:
 
 
 PRODUCT = IngestServer("ledger (product: ledger serve, mirror on)")
+# The product on both cores: two server processes on the port, writers taking turns.
+PRODUCT_WORKERS = IngestServer(
+    "ledger serve --workers 2 (product, mirror on)", argv=("ledger", "serve", "--workers", "2")
+)
 # Diagnostics, not product configurations: each removes one more piece of the per-capture
 # work, so the differences between the lines say where the time goes.
 DIAGNOSTICS = (
@@ -221,6 +225,8 @@ def measure_ingest(config: IngestServer, bodies: IngestBodies) -> IngestRates:
             data_dir=data_dir, database_url=database_url, env=config.env, argv=config.argv
         ).start()
         try:
+            if "--workers" in config.argv:
+                server.wait_for_children(int(config.argv[config.argv.index("--workers") + 1]))
             asyncio.run(_warm_up(server.port, bodies.warmup))
             single_seconds = asyncio.run(_single_clients(server.port, bodies.single))
             batch_seconds = asyncio.run(_batch_clients(server.port, bodies.batches))
@@ -419,6 +425,7 @@ def main(argv: list[str]) -> None:
     baseline = measure_baseline(per_client)
     bodies = IngestBodies.build(per_client, batches)
     product = measure_ingest(PRODUCT, bodies)
+    workers = measure_ingest(PRODUCT_WORKERS, bodies)
     diagnostics = [measure_ingest(config, bodies) for config in DIAGNOSTICS]
     print(f"gym baseline (flock+write+fsync, {CLIENTS} writers): {baseline:10,.0f} captures/s")
     print(
@@ -429,6 +436,12 @@ def main(argv: list[str]) -> None:
         f"ledger batched x{BATCH} ({CLIENTS} clients):          {product.batched:10,.0f} captures/s"
         f"  ({product.batched / baseline:.2f}x baseline; target >= 3x)"
     )
+    for label, rates in (("--workers 2", workers),):
+        print(
+            f"ledger {label}: single {rates.single:,.0f} captures/s"
+            f" ({rates.single / baseline:.2f}x), batched {rates.batched:,.0f} captures/s"
+            f" ({rates.batched / baseline:.2f}x)"
+        )
     print_diagnostics(product, diagnostics)
     p50, p99 = measure_read(calls, requests)
     print(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
@@ -43,19 +42,6 @@ async def assert_each_capture_once(database_url: str, record: LoadLedger) -> Non
         await store.close()
 
 
-def children_of(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
 def alive(pids: list[int]) -> list[int]:
     """The processes among ``pids`` that still run (not gone, not zombies)."""
     running = []
@@ -79,12 +65,7 @@ async def test_one_server_with_two_worker_processes(database_url: str, tmp_path:
     workers: list[int] = []
     try:
         server.start()
-        assert server.process is not None
-        # The second worker may still be starting when the first answers /healthz.
-        deadline = time.monotonic() + 60
-        while len(workers := children_of(server.process.pid)) < 2:
-            assert time.monotonic() < deadline, "ledger serve --workers 2 started no 2 workers"
-            await asyncio.sleep(0.1)  # poll
+        workers = server.wait_for_children(2)
         async with asyncio.timeout(180):
             await asyncio.gather(
                 *(

@@ -86,6 +86,30 @@ class ServerProcess:
         self.kill()
         raise RuntimeError(f"server did not come up in {timeout}s:\n{self.log_path.read_text()}")
 
+    def child_pids(self) -> list[int]:
+        """The live child processes of the server (``--workers N`` runs N), from /proc."""
+        if self.process is None:
+            return []
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:  # the process ended while we looked
+                continue
+            if int(fields[1]) == self.process.pid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+        return found
+
+    def wait_for_children(self, count: int, timeout: float = 60.0) -> list[int]:
+        """Wait until ``count`` worker processes run (the first answers /healthz before the
+        others are up); return their pids."""
+        deadline = time.monotonic() + timeout
+        while len(children := self.child_pids()) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server started {len(children)} of {count} workers")
+            time.sleep(0.05)  # poll
+        return children
+
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers run, exactly like a crash."""
         if self.process is not None and self.process.poll() is None:
