@@ -7,10 +7,9 @@ file (WAL, ``synchronous=FULL``), realistic ~2 KB exchanges:
 - single: one capture per command (``append``), 32 concurrent tasks.
 
 Each leg prints captures/s and the writer's time per capture (the whole batch run on the writer
-thread, commit included, from the writer's metrics hook). There is no baseline inside the run:
-run this file with another checkout's interpreter for a before/after pair
-(``path/to/.venv/bin/python benchmarks/bench_ingest_writer.py --quick``), since it imports only
-the ledger's public store and service API.
+thread, commit included, from the writer's metrics hook). Baseline, same run: the same legs on a
+store whose only projection is ``rollouts`` (the event append, its hash chain and the commit),
+so the difference is what the capture and observations projections cost the writer.
 """
 
 from __future__ import annotations
@@ -25,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_captures import exchange
 from ledger.events import default_catalogue
 from ledger.service.captures import CaptureService
 from ledger.store import migrate
-from ledger.store.projections import default_projectors
+from ledger.store.projections import Projector, RolloutsProjector, default_projectors
 from ledger.store.store import LedgerStore
 
 DESCRIPTION = "in-process capture ingest: batched x100 and single (32 tasks), writer ms/capture"
@@ -36,38 +36,6 @@ DESCRIPTION = "in-process capture ingest: batched x100 and single (32 tasks), wr
 BATCH = 100
 BATCH_SENDERS = 8
 SINGLE_TASKS = 32
-
-
-def exchange(model_call_id: str, *, padding: int = 1500) -> dict[str, Any]:
-    """A realistic chat exchange of about ``padding + 500`` bytes (as in bench_captures)."""
-    return {
-        "model_call_id": model_call_id,
-        "dialect": "chat",
-        "model_ref": {"type": "responses_api_models", "name": "policy_model"},
-        "started_at": 1764400000.25,
-        "completed_at": 1764400001.5,
-        "latency_ms": 1250.5,
-        "latency_ttft_ms": 80.0,
-        "status_code": 200,
-        "error_category": None,
-        "request": {
-            "model": "policy",
-            "messages": [{"role": "user", "content": "x" * (padding // 2)}],
-        },
-        "response": {
-            "id": "chatcmpl-" + model_call_id[:12],
-            "object": "chat.completion",
-            "model": "policy",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "y" * (padding // 2)},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200},
-        },
-    }
 
 
 @dataclass
@@ -88,12 +56,10 @@ class WriterTime:
         pass
 
 
-async def _open(root: Path, metrics: WriterTime) -> LedgerStore:
+async def _open(root: Path, metrics: WriterTime, projectors: list[Projector]) -> LedgerStore:
     url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
     await migrate.upgrade(url)
-    store = LedgerStore(
-        url, default_catalogue(), default_projectors(), synchronous="FULL", metrics=metrics
-    )
+    store = LedgerStore(url, default_catalogue(), projectors, synchronous="FULL", metrics=metrics)
     await store.open()
     return store
 
@@ -121,10 +87,14 @@ async def _single(service: CaptureService, per_task: int) -> None:
     await asyncio.gather(*(task(n) for n in range(SINGLE_TASKS)))
 
 
-async def _leg(name: str, captures: int, run: Any) -> None:
+def _rollouts_only() -> list[Projector]:
+    return [RolloutsProjector()]
+
+
+async def _leg(name: str, captures: int, run: Any, projectors: list[Projector]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ingest-writer-") as scratch:
         metrics = WriterTime()
-        store = await _open(Path(scratch), metrics)
+        store = await _open(Path(scratch), metrics, projectors)
         try:
             started = time.perf_counter()
             await run(CaptureService(store))
@@ -133,7 +103,7 @@ async def _leg(name: str, captures: int, run: Any) -> None:
             await store.close()
     assert metrics.events == captures, (metrics.events, captures)
     print(
-        f"{name:34} {captures / seconds:10,.0f} captures/s"
+        f"{name:58} {captures / seconds:10,.0f} captures/s"
         f"   writer {1000 * metrics.seconds / captures:6.3f} ms/capture"
         f"   ({captures:,} captures, {seconds:.2f} s)",
         flush=True,
@@ -149,20 +119,23 @@ def main(argv: list[str]) -> None:
     batched = batches_per_sender * BATCH_SENDERS * BATCH
     single = per_task * SINGLE_TASKS
 
-    asyncio.run(
-        _leg(
-            f"batched x{BATCH} ({BATCH_SENDERS} senders)",
-            batched,
-            lambda service: _batched(service, batches_per_sender),
-        )
-    )
-    asyncio.run(
-        _leg(
-            f"single ({SINGLE_TASKS} tasks)",
-            single,
-            lambda service: _single(service, per_task),
-        )
-    )
+    legs = [
+        (f"batched x{BATCH} ({BATCH_SENDERS} senders)", batched, _batched, batches_per_sender),
+        (f"single ({SINGLE_TASKS} tasks)", single, _single, per_task),
+    ]
+    for name, captures, run, size in legs:
+        for label, projectors in (
+            ("baseline, rollouts projection only", _rollouts_only),
+            ("ledger, every projection", default_projectors),
+        ):
+            asyncio.run(
+                _leg(
+                    f"{name}: {label}",
+                    captures,
+                    lambda service, run=run, size=size: run(service, size),
+                    projectors(),
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -16,11 +16,16 @@ from pydantic import BaseModel, ValidationError
 
 from ledger.contract.capture_attachment import (
     build_capture_attachment,
+    capture_attachment,
     capture_gaps,
-    strip_payloads,
 )
 from ledger.contract.capture_lines import CaptureExchange
-from ledger.contract.model_calls import ModelCallRecord, build_model_call_record
+from ledger.contract.model_calls import (
+    AGGREGATE_FIELDS,
+    ModelCallRecord,
+    aggregate_model_call_values,
+    build_model_call_record,
+)
 from ledger.errors import Conflict, InvalidPayload, LedgerError
 from ledger.events.capture import (
     CAPTURE_CLEARED,
@@ -368,14 +373,22 @@ class CaptureService:
         return records_of(view, payloads=payloads), gaps_of(view)
 
     async def model_calls(self, rollout_id: str, *, payloads: bool) -> dict[str, Any]:
+        if not payloads:
+            view = await self.view(rollout_id, payloads=False)
+            return {"rollout_id": rollout_id, "calls": stored_calls(view), "gaps": gaps_of(view)}
         records, gaps = await self.records(rollout_id, payloads=payloads)
         calls = [record.model_dump(mode="json") for record in records]
-        if not payloads:
-            calls = [strip_payloads(call) for call in calls]
         return {"rollout_id": rollout_id, "calls": calls, "gaps": gaps}
 
     async def attachment(self, rollout_id: str, *, payloads: bool) -> dict[str, Any]:
         """Gym's ``ng_model_call_capture`` (§6.1)."""
+        if not payloads:
+            view = await self.view(rollout_id, payloads=False)
+            calls = stored_calls(view)
+            metrics = aggregate_model_call_values(
+                [{name: call[name] for name in AGGREGATE_FIELDS} for call in calls]
+            )
+            return capture_attachment(rollout_id, metrics, calls, gaps_of(view))
         records, gaps = await self.records(rollout_id, payloads=payloads)
         return build_capture_attachment(rollout_id, records, gaps, include_payloads=payloads)
 
@@ -390,6 +403,13 @@ def records_of(view: CaptureView, *, payloads: bool) -> list[ModelCallRecord]:
         elif call.record is not None:
             records.append(ModelCallRecord.model_validate(call.record))
     return records
+
+
+def stored_calls(view: CaptureView) -> list[dict[str, Any]]:
+    """The calls without payloads as the capture projection stored them: each is
+    ``build_model_call_record(...).model_dump(mode="json")`` without the payload keys, in
+    Gym's field order, so a read need not validate and dump every record again."""
+    return [call.record for call in view.calls if not call.damaged and call.record is not None]
 
 
 def gaps_of(view: CaptureView) -> list[dict[str, Any]]:
