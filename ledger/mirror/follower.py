@@ -48,6 +48,7 @@ class MirrorFollower:
         retry_seconds: float = 1.0,
         checkpoint_seconds: float = 0.5,
         report_seconds: float = 1.0,
+        stop_seconds: float = 10.0,
     ) -> None:
         self._store = store
         self._catalogue = catalogue
@@ -63,7 +64,9 @@ class MirrorFollower:
         # A checkpoint saved late only widens what recovery rewrites: files stay exact.
         self._checkpoint_seconds = checkpoint_seconds
         self._report_seconds = report_seconds
+        self._stop_seconds = stop_seconds
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._checkpoint = 0
         self._saved_checkpoint = 0
         self._saved_at = 0.0
@@ -72,28 +75,41 @@ class MirrorFollower:
 
     async def start(self) -> None:
         if self._task is None:
+            self._stopping = asyncio.Event()
             self._task = asyncio.create_task(self._run(), name="ledger-mirror")
 
     async def stop(self) -> None:
+        """Let the follower finish its current step, then stop it. Cancelling it in the middle
+        of a read would leave the driver's thread finishing a query for a loop that may be
+        closed by then; cancellation is only the fallback after ``stop_seconds``."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._stopping.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), self._stop_seconds)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
             self._task = None
         await self._election.release()
         self.is_leader = False
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 if not await self._election.try_acquire():
                     self.is_leader = False
                     await self._report_lag()
-                    await asyncio.sleep(self._retry_seconds)
+                    await self._pause(self._retry_seconds)
                     continue
                 self.is_leader = True
                 await self._recover()
-                while await self._election.still_held():
+                while not self._stopping.is_set() and await self._election.still_held():
                     applied = await self._step()
                     now = time.monotonic()
                     if self._checkpoint != self._saved_checkpoint and (
@@ -103,14 +119,14 @@ class MirrorFollower:
                     if not applied or now - self._reported_at >= self._report_seconds:
                         await self._report_lag()
                     if not applied:
-                        await asyncio.sleep(self._poll_seconds)
+                        await self._pause(self._poll_seconds)
                 self.is_leader = False
             except asyncio.CancelledError:
                 raise
             except Exception:
                 # The database or the disk failed us: start over from the checkpoint.
                 log.exception("mirror follower failed; recovering from its checkpoint")
-                await asyncio.sleep(self._retry_seconds)
+                await self._pause(self._retry_seconds)
 
     async def _recover(self) -> None:
         async with snapshot(self._store.read_engine) as conn:
