@@ -43,12 +43,12 @@ from ledger.ids import validate_rollout_id
 from ledger.store.captures import (
     CaptureView,
     StoredCall,
+    capture_view,
     find_call,
     is_pending,
     load_state,
     lookup_capture,
     lookup_captures,
-    read_capture_view,
 )
 from ledger.store.store import LedgerStore
 from ledger.store.transaction import WriteTransaction
@@ -362,8 +362,7 @@ class CaptureService:
 
     async def view(self, rollout_id: str, *, payloads: bool) -> CaptureView:
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            return await read_capture_view(conn, rollout_id, with_payloads=payloads)
+        return await self._store.read_sync(lambda conn: capture_view(conn, rollout_id, payloads))
 
     async def records(
         self, rollout_id: str, *, payloads: bool

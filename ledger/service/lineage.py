@@ -64,8 +64,7 @@ class LineageService:
 
     async def manifest(self, rollout_id: str) -> RolloutManifest:
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            view = await queries.ledger_view(conn, rollout_id)
+        view = await self._store.read_sync(lambda conn: queries.read_ledger_view(conn, rollout_id))
         if view.retired:
             raise RolloutRetiredError(rollout_id)
         return build_manifest(rollout_id, view.rows)

@@ -30,7 +30,7 @@ from ledger.store.observations import (
     ExportFilter,
     count_exported,
     export_page,
-    read_record_text,
+    read_record_text_sync,
 )
 from ledger.store.store import LedgerStore
 from ledger.store.transaction import WriteTransaction
@@ -148,8 +148,7 @@ class ObservationService:
     async def record_text(self, rollout_id: str) -> str:
         """The enriched record as stored (JSON text), exactly the bytes a reader gets."""
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            text = await read_record_text(conn, rollout_id)
+        text = await self._store.read_sync(lambda conn: read_record_text_sync(conn, rollout_id))
         if text is None:
             raise NotFound(
                 f"rollout {rollout_id!r} has no record: no capture, observations or result "

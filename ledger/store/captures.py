@@ -217,6 +217,11 @@ def is_pending(conn: Connection, rollout_id: str, generation: int, model_call_id
 async def read_capture_view(
     conn: AsyncConnection, rollout_id: str, *, with_payloads: bool
 ) -> CaptureView:
+    """``capture_view`` on an async connection."""
+    return await conn.run_sync(capture_view, rollout_id, with_payloads)
+
+
+def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> CaptureView:
     """The rollout's state and every position in ``call_index`` order, in ONE indexed query.
 
     ``capture_state`` (primary key) left-joined to ``capture_calls`` (primary key prefix
@@ -238,13 +243,11 @@ async def read_capture_view(
     if with_payloads:
         columns += [events.c.payload.label("event_payload"), events.c.kind.label("event_kind")]
         joined = joined.outerjoin(events, events.c.seq == capture_calls.c.seq)
-    rows = (
-        await conn.execute(
-            select(*columns)
-            .select_from(joined)
-            .where(capture_state.c.rollout_id == rollout_id)
-            .order_by(capture_calls.c.call_index)
-        )
+    rows = conn.execute(
+        select(*columns)
+        .select_from(joined)
+        .where(capture_state.c.rollout_id == rollout_id)
+        .order_by(capture_calls.c.call_index)
     ).all()
     if not rows:
         return CaptureView(state=CaptureState(rollout_id=rollout_id, generation=0), calls=[])

@@ -90,6 +90,26 @@ def create_sqlite_writer_engine(
     return engine
 
 
+def create_sqlite_reader_engine(
+    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int, pool_size: int
+) -> Engine:
+    """A synchronous, read-only pysqlite engine for the reader threads (sync_reader.py)."""
+    engine = create_engine(
+        make_url(url).set(drivername="sqlite+pysqlite"),
+        pool_size=pool_size,
+        max_overflow=0,
+        connect_args={"check_same_thread": False},
+    )
+    _install_sqlite_hooks(
+        engine,
+        begin="BEGIN",
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        query_only=True,
+    )
+    return engine
+
+
 def create_async_db_engine(
     url: str | URL,
     *,

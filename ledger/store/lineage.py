@@ -312,6 +312,11 @@ class LedgerView:
 
 
 async def ledger_view(conn: AsyncConnection, rollout_id: str) -> LedgerView:
+    """``read_ledger_view`` on an async connection."""
+    return await conn.run_sync(read_ledger_view, rollout_id)
+
+
+def read_ledger_view(conn: Connection, rollout_id: str) -> LedgerView:
     """State and rows of the current generation, in ledger order, in ONE indexed query."""
     query = (
         select(rollouts.c.generation, rollouts.c.state, lineage_rows.c.row)
@@ -327,7 +332,7 @@ async def ledger_view(conn: AsyncConnection, rollout_id: str) -> LedgerView:
         .where(rollouts.c.rollout_id == rollout_id)
         .order_by(lineage_rows.c.seq)
     )
-    result = (await conn.execute(query)).all()
+    result = conn.execute(query).all()
     if not result:
         return LedgerView(generation=0, retired=False, rows=[])
     first = result[0]

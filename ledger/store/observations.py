@@ -409,7 +409,8 @@ async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None
 
 
 def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
-    """``read_record_text`` on a synchronous connection (migrations)."""
+    """``read_record_text`` on a synchronous connection (``LedgerStore.read_sync``,
+    migrations)."""
     return _record_text(conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id}).all())
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.events.base import Catalogue
@@ -13,12 +14,14 @@ from ledger.store import queries
 from ledger.store.engines import (
     Synchronous,
     create_async_db_engine,
+    create_sqlite_reader_engine,
     create_sqlite_writer_engine,
     is_sqlite_url,
     sqlite_path,
 )
 from ledger.store.projections.base import Projector
 from ledger.store.records import Appended, NewEvent, RolloutState, StoredEvent
+from ledger.store.sync_reader import SyncReader
 from ledger.store.transaction import WriteTransaction
 from ledger.store.writer import (
     AsyncEngineRunner,
@@ -77,6 +80,19 @@ class LedgerStore:
             read_only=True,
             pool_size=read_pool_size,
         )
+        self._sync_reader = (
+            SyncReader(
+                create_sqlite_reader_engine(
+                    url,
+                    synchronous=synchronous,
+                    busy_timeout_ms=busy_timeout_ms,
+                    pool_size=read_pool_size,
+                ),
+                threads=read_pool_size,
+            )
+            if self.is_sqlite
+            else None
+        )
 
     async def open(self) -> None:
         await self.writer.start()
@@ -84,6 +100,8 @@ class LedgerStore:
     async def close(self) -> None:
         await self.writer.stop()
         await self.read_engine.dispose()
+        if self._sync_reader is not None:
+            await self._sync_reader.close()
 
     async def execute(self, command: Command[T], *, size_hint: int = 0) -> T:
         return await self.writer.execute(command, size_hint=size_hint)
@@ -98,6 +116,14 @@ class LedgerStore:
             )
 
         return await self.execute(command)
+
+    async def read_sync(self, fn: Callable[[Connection], T]) -> T:
+        """Run a synchronous read in one snapshot: on SQLite whole on a reader thread
+        (sync_reader.py), on PostgreSQL through the async engine."""
+        if self._sync_reader is not None:
+            return await self._sync_reader.run(fn)
+        async with self.read() as conn:
+            return await conn.run_sync(fn)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
