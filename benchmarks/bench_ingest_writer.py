@@ -80,9 +80,10 @@ async def _batched(service: CaptureService, batches_per_sender: int) -> None:
 
 async def _single(service: CaptureService, per_task: int) -> None:
     async def task(n: int) -> None:
-        for i in range(per_task):
+        for _ in range(per_task):
             receipt = await service.append(f"single-{n}", exchange(uuid.uuid4().hex))
-            assert receipt.created and receipt.call_index == i
+            # (call_index is not checked: the baseline store keeps no capture projection)
+            assert receipt.created, receipt
 
     await asyncio.gather(*(task(n) for n in range(SINGLE_TASKS)))
 
