@@ -70,30 +70,14 @@ def _install_sqlite_hooks(
         connection.exec_driver_sql(begin)
 
 
-def create_sqlite_writer_engine(
-    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int
+def _sqlite_sync_engine(
+    url: str | URL,
+    *,
+    synchronous: Synchronous,
+    busy_timeout_ms: int,
+    pool_size: int,
+    read_only: bool,
 ) -> Engine:
-    """A synchronous pysqlite engine with exactly one connection, used from one thread."""
-    engine = create_engine(
-        make_url(url).set(drivername="sqlite+pysqlite"),
-        pool_size=1,
-        max_overflow=0,
-        connect_args={"check_same_thread": False},
-    )
-    _install_sqlite_hooks(
-        engine,
-        begin="BEGIN IMMEDIATE",
-        synchronous=synchronous,
-        busy_timeout_ms=busy_timeout_ms,
-        query_only=False,
-    )
-    return engine
-
-
-def create_sqlite_reader_engine(
-    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int, pool_size: int
-) -> Engine:
-    """A synchronous, read-only pysqlite engine for the reader threads (sync_reader.py)."""
     engine = create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
         pool_size=pool_size,
@@ -102,12 +86,38 @@ def create_sqlite_reader_engine(
     )
     _install_sqlite_hooks(
         engine,
-        begin="BEGIN",
+        begin="BEGIN" if read_only else "BEGIN IMMEDIATE",
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
-        query_only=True,
+        query_only=read_only,
     )
     return engine
+
+
+def create_sqlite_writer_engine(
+    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int
+) -> Engine:
+    """A synchronous pysqlite engine with exactly one connection, used from one thread."""
+    return _sqlite_sync_engine(
+        url,
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        pool_size=1,
+        read_only=False,
+    )
+
+
+def create_sqlite_reader_engine(
+    url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int, pool_size: int
+) -> Engine:
+    """A synchronous, read-only pysqlite engine for the reader threads (sync_reader.py)."""
+    return _sqlite_sync_engine(
+        url,
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        pool_size=pool_size,
+        read_only=True,
+    )
 
 
 def create_async_db_engine(
