@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -30,7 +30,7 @@ from ledger.contract.capture_attachment import build_capture_attachment, capture
 from ledger.contract.model_calls import AGGREGATE_FIELDS, ModelCallRecord
 from ledger.store.captures import CaptureState, load_state
 from ledger.store.driver import DriverQuery, DriverStatement
-from ledger.store.record_pieces import CallFigures, CallPiece, fill
+from ledger.store.record_pieces import CallFigures, CallPiece, CallTotals, fill
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -57,6 +57,7 @@ _SELECT_INPUTS = DriverQuery(
         observation_records.c.bundle,
         observation_records.c.result_seq,
         observation_records.c.result,
+        observation_records.c.call_totals,
     ).where(observation_records.c.rollout_id == _ROLLOUT)
 )
 _SELECT_CALLS = DriverQuery(
@@ -135,6 +136,7 @@ class RecordInputs:
     result_seq: int | None = None
     result: dict[str, Any] | None = None
     stored: bool = False
+    call_totals: CallTotals = field(default_factory=CallTotals)
 
 
 def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
@@ -151,6 +153,7 @@ def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInp
         result_seq=row.result_seq,
         result=json.loads(row.result) if row.result is not None else None,
         stored=True,
+        call_totals=CallTotals.load(row.call_totals),
     )
 
 
@@ -315,6 +318,7 @@ def write_record(
         "gap_count": len(projected.gaps),
         "record": projected.text,
         "assembled": projected.assembled,
+        "call_totals": inputs.call_totals.dump() if inputs.call_totals.count else None,
         **projected.perf,
     }
     if inputs.stored:

@@ -12,6 +12,7 @@ order: the same bytes the full record would have.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,46 @@ class CallFigures:
     model_call_id: str | None
     has_trajectory_entry: bool
     figures: Mapping[str, int | float | None]  # its AGGREGATE_FIELDS values
+
+
+@dataclass(frozen=True)
+class CallTotals:
+    """What a capture-only record needs of all of a rollout generation's stored calls, kept as
+    running totals so a capture reads none of the earlier calls: how many there are, how many
+    have no trajectory entry, and Gym's null-aware metric sums.
+
+    Calls are only ever added in ``call_index`` order (a clear or a new generation starts
+    again), so adding each call's figures in turn gives exactly the left-to-right sums of
+    ``aggregate_model_call_values``, floats included.
+    """
+
+    count: int = 0
+    missing_entries: int = 0
+    sums: Mapping[str, int | float | None] | None = None  # None: no call yet
+
+    def add(self, figures: Mapping[str, int | float | None], *, has_entry: bool) -> CallTotals:
+        sums = dict(self.sums or dict.fromkeys(figures))
+        for name, value in figures.items():
+            if value is not None:
+                total = sums.get(name)
+                sums[name] = value if total is None else total + value
+        return CallTotals(
+            count=self.count + 1,
+            missing_entries=self.missing_entries + (0 if has_entry else 1),
+            sums=sums,
+        )
+
+    def dump(self) -> str:
+        return compact_json(
+            {"count": self.count, "missing_entries": self.missing_entries, "sums": self.sums}
+        )
+
+    @classmethod
+    def load(cls, text: str | None) -> CallTotals:
+        if text is None:
+            return cls()
+        stored = json.loads(text)
+        return cls(stored["count"], stored["missing_entries"], stored["sums"])
 
 
 def template(record: Mapping[str, Any]) -> str | None:

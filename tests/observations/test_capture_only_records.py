@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from ledger.contract.model_calls import AGGREGATE_FIELDS
+from ledger.contract.model_calls import AGGREGATE_FIELDS, aggregate_model_call_values
 from ledger.events import default_catalogue
 from ledger.events.capture import MODEL_CALL_DAMAGED, ModelCallDamaged
 from ledger.service.captures import CaptureService
@@ -25,7 +25,7 @@ from ledger.store import migrate
 from ledger.store.observations import read_record_text
 from ledger.store.projections import default_projectors
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.record_pieces import CallFigures, CallPiece, fill
+from ledger.store.record_pieces import CallPiece, CallTotals, fill
 from ledger.store.schema.observations import (
     observation_calls,
     observation_gaps,
@@ -181,11 +181,30 @@ async def test_verify_rebuilds_in_full_and_agrees(pair: Pair) -> None:
     assert report.ok, report.differences
 
 
+def totals(*figures: dict[str, int | float | None], missing: int = 0) -> CallTotals:
+    result = CallTotals()
+    for n, call in enumerate(figures):
+        result = result.add({**dict.fromkeys(AGGREGATE_FIELDS), **call}, has_entry=n >= missing)
+    return result
+
+
+def test_running_totals_are_the_aggregate_of_the_calls_in_order() -> None:
+    calls: list[dict[str, int | float | None]] = [
+        {"tokens_in": 3, "latency_total_ms": 0.1},
+        {"tokens_in": None, "latency_total_ms": 0.2},
+        {"tokens_in": 4, "tokens_out": 7, "latency_total_ms": 0.30000000000000004},
+    ]
+    figures = [{**dict.fromkeys(AGGREGATE_FIELDS), **call} for call in calls]
+    kept = totals(*calls)
+    expected = aggregate_model_call_values(figures)
+    assert {**(kept.sums or {}), "num_calls": kept.count} == expected
+    assert list(expected) == [*AGGREGATE_FIELDS, "num_calls"]  # the same key order
+    assert CallTotals.load(kept.dump()) == kept and CallTotals.load(None) == CallTotals()
+
+
 def test_a_template_is_filled_with_the_entries_in_order() -> None:
     assembler = CaptureOnlyAssembler()
-    figures = dict.fromkeys(AGGREGATE_FIELDS)
-    calls = [CallFigures("x", True, figures), CallFigures("y", True, figures)]
-    assembled = assembler.assemble("r", calls, [])
+    assembled = assembler.assemble("r", totals({}, {}), [])
     assert assembled is not None and assembled.num_calls == 2
     pieces = [CallPiece('{"capture":1}', '{"trajectory":2}'), CallPiece('{"c":3}', '{"t":4}')]
     text = fill(assembled.template, pieces)
@@ -196,14 +215,10 @@ def test_a_template_is_filled_with_the_entries_in_order() -> None:
 
 def test_the_assembler_declines_what_a_template_cannot_give() -> None:
     assembler = CaptureOnlyAssembler()
-    figures = dict.fromkeys(AGGREGATE_FIELDS)
-    valid = CallFigures("x", True, figures)
     # No calls: the full rebuild is cheap and adds model_calls_unavailable itself.
-    assert assembler.assemble("r", [], []) is None
-    # A call without a valid trajectory entry, or two calls sharing an id (the trajectory
-    # merges them): the full rebuild decides.
-    assert assembler.assemble("r", [CallFigures("x", False, figures)], []) is None
-    assert assembler.assemble("r", [valid, valid], []) is None
+    assert assembler.assemble("r", CallTotals(), []) is None
+    # A call without a valid trajectory entry: the full rebuild decides.
+    assert assembler.assemble("r", totals({}, {}, missing=1), []) is None
     with pytest.raises(ValueError, match="without a trajectory entry"):
         fill("{}", [CallPiece("{}", None)])
 
@@ -213,8 +228,7 @@ def test_a_trajectory_entry_is_none_when_the_call_cannot_make_one() -> None:
 
 
 def test_kept_shapes_give_the_same_templates_as_new_ones() -> None:
-    figures = dict.fromkeys(AGGREGATE_FIELDS)
-    pieces = [CallFigures("x", True, {**figures, "tokens_in": 3})]
+    pieces = totals({"tokens_in": 3})
     gaps = [{"code": "model_call_capture_incomplete"}]
     cases = [("r1", []), ("r2", gaps), ("r1", gaps), ("r1", []), ("r2", [])]
     keeping_one = CaptureOnlyAssembler(shapes=1)

@@ -1,5 +1,6 @@
 """Capture-only records kept as templates: each call's ng_trajectory entry derived once
-(observation_calls.trajectory_entry) and observation_records.assembled (store/record_pieces.py).
+(observation_calls.trajectory_entry), observation_records.assembled and the running
+observation_records.call_totals (store/record_pieces.py).
 
 The data steps use the projection's own code (ledger.store.projections), which ships with these
 migrations, so what they store is what the projection stores at this revision.
@@ -15,10 +16,15 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.store.observations import load_call_pieces, read_record_text_sync
+from ledger.store.observations import (
+    load_call_figures,
+    load_call_pieces,
+    load_inputs,
+    read_record_text_sync,
+)
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
 from ledger.store.projections.observations import assemble_capture_only
-from ledger.store.record_pieces import fill
+from ledger.store.record_pieces import CallTotals, fill
 
 revision: str = "0005_trajectory_entries"
 down_revision: str | None = "0004_observations"
@@ -44,6 +50,7 @@ records = sa.table(
     sa.column("result", sa.Text),
     sa.column("record", sa.Text),
     sa.column("assembled", sa.Boolean),
+    sa.column("call_totals", sa.Text),
 )
 
 
@@ -70,6 +77,7 @@ def upgrade() -> None:
         "observation_records",
         sa.Column("assembled", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
+    op.add_column("observation_records", sa.Column("call_totals", sa.Text(), nullable=True))
     bind = op.get_bind()
     # Calls stored before this revision get their entry: the projection derives it for every
     # new call, so a rebuild (`ledger verify`) would otherwise differ from these rows.
@@ -86,6 +94,19 @@ def upgrade() -> None:
                 .where(calls.c.call_index == row.call_index)
                 .values(trajectory_entry=trajectory_entry(json.loads(row.call)))
             )
+    # Every record gets its calls' running totals, as the projection keeps them.
+    for rollout_id in _pages(bind, sa.select(records.c.rollout_id)):
+        generation = bind.execute(
+            sa.select(records.c.generation).where(records.c.rollout_id == rollout_id)
+        ).scalar_one()
+        totals = CallTotals()
+        for call in load_call_figures(bind, rollout_id, generation):
+            totals = totals.add(call.figures, has_entry=call.has_trajectory_entry)
+        bind.execute(
+            records.update()
+            .where(records.c.rollout_id == rollout_id)
+            .values(call_totals=totals.dump() if totals.count else None)
+        )
     # Capture-only records become templates where the template gives the same bytes, as the
     # projection would store them now.
     assembler = CaptureOnlyAssembler()
@@ -98,7 +119,8 @@ def upgrade() -> None:
                 records.c.rollout_id == rollout_id
             )
         ).one()
-        found = assemble_capture_only(bind, assembler, rollout_id, row.generation)
+        inputs = load_inputs(bind, rollout_id, row.generation)
+        found = assemble_capture_only(bind, assembler, rollout_id, inputs)
         pieces = load_call_pieces(bind, rollout_id, row.generation)
         if found is not None and fill(found.text, pieces) == row.record:
             bind.execute(
@@ -118,5 +140,6 @@ def downgrade() -> None:
             .where(records.c.rollout_id == rollout_id)
             .values(record=read_record_text_sync(bind, rollout_id))
         )
+    op.drop_column("observation_records", "call_totals")
     op.drop_column("observation_records", "assembled")
     op.drop_column("observation_calls", "trajectory_entry")

@@ -27,11 +27,11 @@ from pydantic import ValidationError
 
 from ledger.canonical import compact_json
 from ledger.contract.capture_attachment import capture_attachment, strip_payloads
-from ledger.contract.model_calls import aggregate_model_call_values, build_model_call_record
+from ledger.contract.model_calls import build_model_call_record
 from ledger.contract.record import RolloutEvidence, enrich_record
 from ledger.contract.trajectory import trajectory_model_call
 from ledger.contract.trajectory_record import TrajectoryModelCall
-from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallFigures, template
+from ledger.store.record_pieces import CALLS_MARKER, MODEL_CALLS_MARKER, CallTotals, template
 
 # Shapes kept (see CaptureOnlyAssembler): one per recently captured rollout, ~2 KB each.
 SHAPE_CACHE_SIZE = 4096
@@ -96,21 +96,21 @@ class CaptureOnlyAssembler:
         self._max_shapes = shapes
 
     def assemble(
-        self, rollout_id: str, calls: Sequence[CallFigures], gaps: Sequence[Mapping[str, Any]]
+        self, rollout_id: str, totals: CallTotals, gaps: Sequence[Mapping[str, Any]]
     ) -> AssembledRecord | None:
-        """The record template of a rollout with these calls and capture gaps and no
-        observations or result; None when filling it would not give the full rebuild."""
-        if not calls or not all(call.has_trajectory_entry for call in calls):
+        """The record template of a rollout with these call totals and capture gaps and no
+        observations or result; None when filling it would not give the full rebuild.
+
+        Two calls never share a model_call_id here (the capture projection's unique index),
+        so the trajectory merges none of them."""
+        if totals.count == 0 or totals.missing_entries or totals.sums is None:
             return None
-        ids = [call.model_call_id for call in calls if call.model_call_id]
-        if len(set(ids)) != len(ids):
-            return None  # the trajectory merges calls that share an id
         shape = self._shape(rollout_id, gaps)
         if shape is None:
             return None
-        metrics = aggregate_model_call_values([call.figures for call in calls])
+        metrics = {**totals.sums, "num_calls": totals.count}
         text = shape.text.replace(_QUOTED_METRICS, compact_json(metrics), 1)
-        return AssembledRecord(skeleton=shape.skeleton, template=text, num_calls=len(calls))
+        return AssembledRecord(skeleton=shape.skeleton, template=text, num_calls=totals.count)
 
     def _shape(self, rollout_id: str, gaps: Sequence[Mapping[str, Any]]) -> _Shape | None:
         key = (rollout_id, compact_json(list(gaps)))

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Table
 
 from ledger.canonical import compact_json
-from ledger.contract.model_calls import dump_with_payloads
+from ledger.contract.model_calls import AGGREGATE_FIELDS, dump_with_payloads
 from ledger.contract.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.contract.result import RolloutResult, trajectory_identity
 from ledger.events.capture import (
@@ -41,7 +41,6 @@ from ledger.store.observations import (
     forget_calls,
     forget_rollout,
     gaps_of_state,
-    load_call_figures,
     load_call_pieces,
     load_capture_attachment,
     load_inputs,
@@ -51,7 +50,7 @@ from ledger.store.observations import (
 )
 from ledger.store.projections.base import Projector
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.record_pieces import fill
+from ledger.store.record_pieces import CallTotals, fill
 from ledger.store.records import StoredEvent
 
 CAPTURE_KINDS = frozenset(
@@ -112,6 +111,8 @@ class _Pending:
     result: tuple[int, dict[str, Any]] | None = None
     # Captures since the command began (or since the rollout's last clear in it): (seq, exchange).
     calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # A clear in this command: the stored call totals no longer count.
+    cleared: bool = False
 
 
 class ObservationsProjector:
@@ -155,6 +156,7 @@ class ObservationsProjector:
         elif event.kind == CAPTURE_CLEARED:
             forget_calls(conn, rollout_id, event.generation)
             pending.calls = []
+            pending.cleared = True
         elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
             pending.bundle = (event.seq, payload["bundle"])
         elif event.kind == RESULT_RECORDED and payload is not None:
@@ -163,9 +165,12 @@ class ObservationsProjector:
     def flush(self, conn: Connection) -> None:
         pending_rollouts, self._pending = self._pending, {}
         for rollout_id, pending in pending_rollouts.items():
-            if pending.calls:
-                self._keep_calls(conn, rollout_id, pending)
+            kept = self._keep_calls(conn, rollout_id, pending) if pending.calls else []
             inputs = load_inputs(conn, rollout_id, pending.generation)
+            totals = CallTotals() if pending.cleared else inputs.call_totals
+            for figures, has_entry in kept:
+                totals = totals.add(figures, has_entry=has_entry)
+            inputs = replace(inputs, call_totals=totals)
             if pending.bundle is not None:
                 inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
             if pending.result is not None:
@@ -186,7 +191,7 @@ class ObservationsProjector:
     def _project(self, conn: Connection, rollout_id: str, inputs: RecordInputs) -> ProjectedRecord:
         assembled = None
         if inputs.bundle is None and inputs.result is None:
-            assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs.generation)
+            assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs)
         if assembled is not None and not self._check_templates:
             return assembled
         capture = load_capture_attachment(conn, rollout_id, inputs.generation)
@@ -204,35 +209,37 @@ class ObservationsProjector:
                 return assembled
         return full
 
-    def _keep_calls(self, conn: Connection, rollout_id: str, pending: _Pending) -> None:
+    def _keep_calls(
+        self, conn: Connection, rollout_id: str, pending: _Pending
+    ) -> list[tuple[dict[str, Any], bool]]:
         """Keep each captured call's record with payloads, at the position the capture
         projector gave it: its stored payload-free record plus the exchange's payloads, so the
-        record is derived once per capture (by the capture projector), not twice."""
+        record is derived once per capture (by the capture projector), not twice.
+
+        Returns each kept call's metric figures and whether it has a trajectory entry, in
+        ``call_index`` order, for the rollout's running totals."""
+        kept: list[tuple[dict[str, Any], bool]] = []
         positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
         for seq, exchange in pending.calls:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
-            call = dump_with_payloads(json.loads(position.record), exchange)
-            store_call(
-                conn,
-                rollout_id,
-                pending.generation,
-                position.call_index,
-                call,
-                trajectory_entry(call),
-            )
+            record = json.loads(position.record)
+            call = dump_with_payloads(record, exchange)
+            entry = trajectory_entry(call)
+            store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
+            kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
+        return kept
 
 
 def assemble_capture_only(
-    conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, generation: int
+    conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, inputs: RecordInputs
 ) -> ProjectedRecord | None:
     """The record of a rollout generation with captures only, as a template (stored text) that
     reads fill with its calls' pieces (projections/capture_only.py); None when it must be
     rebuilt in full."""
-    calls = load_call_figures(conn, rollout_id, generation)
-    state = load_state(conn, rollout_id, generation)
-    assembled = assembler.assemble(rollout_id, calls, gaps_of_state(state))
+    state = load_state(conn, rollout_id, inputs.generation)
+    assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps_of_state(state))
     if assembled is None:
         return None
     skeleton = assembled.skeleton

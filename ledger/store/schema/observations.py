@@ -70,6 +70,9 @@ observation_records = Table(
     # ``assembled``, a template a read fills with the calls' pieces (store/record_pieces.py).
     Column("record", Text, nullable=False),
     Column("assembled", Boolean, nullable=False, server_default=false()),
+    # Running totals over the generation's stored calls (store/record_pieces.py CallTotals,
+    # JSON): a capture updates them instead of reading every earlier call. NULL: no call.
+    Column("call_totals", Text, nullable=True),
 )
 Index("ix_observation_records_last_seq", observation_records.c.last_seq)
 Index("ix_observation_records_task_id", observation_records.c.task_id)
