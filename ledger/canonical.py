@@ -34,10 +34,5 @@ def storable_utf8(text: str) -> bytes:
         raise NotStorable(f"not valid Unicode: a lone surrogate at position {exc.start}") from None
 
 
-def canonical_json_bytes(value: Any) -> bytes:
-    """The UTF-8 bytes of ``canonical_json`` (ValueError as ``storable_utf8``)."""
-    return storable_utf8(canonical_json(value))
-
-
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

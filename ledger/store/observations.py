@@ -30,7 +30,7 @@ from ledger.contract.capture_attachment import build_capture_attachment, capture
 from ledger.contract.model_calls import AGGREGATE_FIELDS, ModelCallRecord
 from ledger.store.captures import CaptureState, load_state
 from ledger.store.driver import DriverQuery, DriverStatement
-from ledger.store.record_pieces import CallFigures, CallPiece, CallTotals, fill
+from ledger.store.record_pieces import CallPiece, CallTotals, fill
 from ledger.store.schema import rollouts
 from ledger.store.schema.captures import capture_calls
 from ledger.store.schema.observations import (
@@ -85,7 +85,6 @@ _CALL_JOIN = observation_calls.join(
 )
 _SELECT_FIGURES = DriverQuery(
     select(
-        capture_calls.c.model_call_id,
         # IS NULL reads the column's type from the row header, not its (overflowing) text.
         type_coerce(observation_calls.c.trajectory_entry.is_not(None), NullType()).label(
             "has_trajectory_entry"
@@ -201,18 +200,16 @@ def store_call(
     )
 
 
-def load_call_figures(conn: Connection, rollout_id: str, generation: int) -> list[CallFigures]:
-    """What a capture-only record needs of each stored (non-damaged) call of the rollout
-    generation besides its JSON, in ``call_index`` order."""
+def count_call_totals(conn: Connection, rollout_id: str, generation: int) -> CallTotals:
+    """The running totals of the rollout generation's stored (non-damaged) calls, counted from
+    the calls themselves in ``call_index`` order (the projection keeps them call by call;
+    revision 0005 counts them for records stored before it)."""
     rows = _SELECT_FIGURES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    return [
-        CallFigures(
-            model_call_id=row.model_call_id,
-            has_trajectory_entry=bool(row.has_trajectory_entry),
-            figures={name: getattr(row, name) for name in AGGREGATE_FIELDS},
-        )
-        for row in rows
-    ]
+    totals = CallTotals()
+    for row in rows:
+        figures = {name: getattr(row, name) for name in AGGREGATE_FIELDS}
+        totals = totals.add(figures, has_entry=bool(row.has_trajectory_entry))
+    return totals
 
 
 def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:

@@ -37,16 +37,6 @@ class CallPiece:
 
 
 @dataclass(frozen=True)
-class CallFigures:
-    """What the rest of a capture-only record needs of one stored call: no JSON text, so a
-    capture reads a few small columns per call of its rollout, not every call's JSON."""
-
-    model_call_id: str | None
-    has_trajectory_entry: bool
-    figures: Mapping[str, int | float | None]  # its AGGREGATE_FIELDS values
-
-
-@dataclass(frozen=True)
 class CallTotals:
     """What a capture-only record needs of all of a rollout generation's stored calls, kept as
     running totals so a capture reads none of the earlier calls: how many there are, how many

@@ -17,14 +17,14 @@ import sqlalchemy as sa
 from alembic import op
 
 from ledger.store.observations import (
-    load_call_figures,
+    count_call_totals,
     load_call_pieces,
     load_inputs,
     read_record_text_sync,
 )
 from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
 from ledger.store.projections.observations import assemble_capture_only
-from ledger.store.record_pieces import CallTotals, fill
+from ledger.store.record_pieces import fill
 
 revision: str = "0005_trajectory_entries"
 down_revision: str | None = "0004_observations"
@@ -99,9 +99,7 @@ def upgrade() -> None:
         generation = bind.execute(
             sa.select(records.c.generation).where(records.c.rollout_id == rollout_id)
         ).scalar_one()
-        totals = CallTotals()
-        for call in load_call_figures(bind, rollout_id, generation):
-            totals = totals.add(call.figures, has_entry=call.has_trajectory_entry)
+        totals = count_call_totals(bind, rollout_id, generation)
         bind.execute(
             records.update()
             .where(records.c.rollout_id == rollout_id)
