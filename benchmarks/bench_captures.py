@@ -36,13 +36,12 @@ from typing import Any
 import httpx
 
 from benchmarks.rawhttp import RawConnection
-from ledger.contract.capture_lines import serialize_capture_line
-from ledger.events import default_catalogue
-from ledger.events.capture import MODEL_CALL_CAPTURED, ModelCallCaptured
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.gym.capture_lines import serialize_capture_line
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
 from tests.support.server import ServerProcess
 
 DESCRIPTION = "capture ingest (single, batched) vs flock+fsync JSONL; ng_model_call_capture read"

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_captures import exchange
-from ledger.events import default_catalogue
-from ledger.service.captures import CaptureService
-from ledger.store import migrate
-from ledger.store.projections import Projector, RolloutsProjector, default_projectors
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.service import CaptureService
+from ledger.log import migrate
+from ledger.log.projector import Projector
+from ledger.log.rollouts_projection import RolloutsProjector
+from ledger.log.store import LedgerStore
 
 DESCRIPTION = "in-process capture ingest: batched x100 and single (32 tasks), writer ms/capture"
 

@@ -23,14 +23,13 @@ from typing import Any
 
 import httpx
 
-from ledger.canonical import canonical_json
-from ledger.contract.lineage import build_manifest
-from ledger.events import default_catalogue
-from ledger.store import migrate
-from ledger.store.lineage import record_row
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.lineage.queries import record_row
+from ledger.gym.lineage import build_manifest
+from ledger.log import migrate
+from ledger.log.canonical import canonical_json
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
 
 DESCRIPTION = "manifest p50/p99 over HTTP in a large log; retire/delete 4096 ids; file baseline"
 

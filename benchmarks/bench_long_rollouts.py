@@ -23,11 +23,10 @@ import uuid
 from pathlib import Path
 
 from benchmarks.bench_captures import exchange
-from ledger.events import default_catalogue
-from ledger.service.captures import CaptureService
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.service import CaptureService
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
 
 DESCRIPTION = "single captures into one long rollout: record template vs full rebuild per capture"
 

@@ -20,20 +20,19 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from ledger.contract.observations import AgentObservationBundle
-from ledger.contract.result import RolloutResult
-from ledger.events import default_catalogue
-from ledger.events.capture import MODEL_CALL_CAPTURED, ModelCallCaptured
-from ledger.events.observations import (
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.areas.observations.events import (
     OBSERVATIONS_RECORDED,
     RESULT_RECORDED,
     ObservationsRecorded,
 )
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.schema.observations import observation_records
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
+from ledger.areas.observations.tables import observation_records
+from ledger.gym.observations import AgentObservationBundle
+from ledger.gym.result import RolloutResult
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
 from tests.support.server import ServerProcess
 
 # Usage: scripts/bench observations [--quick] [--rollouts=N] [--reads=N] [--database-url=URL]

@@ -28,12 +28,12 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import make_url
 
-from ledger.canonical import canonical_json
-from ledger.events import EventType, default_catalogue
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.records import NewEvent
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.log import migrate
+from ledger.log.canonical import canonical_json
+from ledger.log.events import EventType
+from ledger.log.records import NewEvent
+from ledger.log.store import LedgerStore
 
 DESCRIPTION = "raw sqlite3 WAL baseline vs the ledger's append (1/16/64 appenders, 2 KB JSON)"
 

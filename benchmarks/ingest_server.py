@@ -14,9 +14,10 @@ import argparse
 import asyncio
 import logging
 
-from ledger.config import Settings
-from ledger.store import migrate
-from ledger.store.projections import Projector, default_projectors
+from ledger.app.areas import default_projectors
+from ledger.app.config import Settings
+from ledger.log import migrate
+from ledger.log.projector import Projector
 
 # Others read the rollouts projection (default_projectors), so it is never left out.
 REQUIRED = "rollouts"
@@ -38,7 +39,7 @@ def chosen_projectors(names: str) -> list[Projector]:
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
-    from ledger.api import create_app
+    from ledger.app.http.app import create_app
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest_server")
     parser.add_argument("--port", type=int, required=True)

@@ -1,3 +1,3 @@
-from ledger.cli import main
+from ledger.app.cli.main import main
 
 main()

@@ -9,12 +9,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from ledger.api import create_app
-from ledger.config import Settings
-from ledger.events import default_catalogue
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.config import Settings
+from ledger.app.http.app import create_app
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
 from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
 
 BACKENDS = [

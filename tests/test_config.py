@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger.bootstrap import CONTROL_TOKEN_FILE, open_ledger
-from ledger.cli import main
-from ledger.config import Settings, is_loopback_host
-from ledger.errors import UnsafeConfiguration
-from ledger.store import migrate
+from ledger.app.bootstrap import CONTROL_TOKEN_FILE, open_ledger
+from ledger.app.cli.main import main
+from ledger.app.config import Settings, is_loopback_host
+from ledger.log import migrate
+from ledger.log.errors import UnsafeConfiguration
 from tests.support.databases import sqlite_url
 
 

@@ -7,8 +7,8 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from ledger.store.engines import create_async_db_engine
-from ledger.store.schema import metadata
+from ledger.app.areas import schema_metadata
+from ledger.log.engines import create_async_db_engine
 
 config = context.config
 
@@ -16,7 +16,7 @@ config = context.config
 def _configure_and_run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=metadata,
+        target_metadata=schema_metadata(),
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
@@ -40,7 +40,7 @@ async def _run_async() -> None:
 def run_migrations_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
-        target_metadata=metadata,
+        target_metadata=schema_metadata(),
         literal_binds=True,
     )
     with context.begin_transaction():

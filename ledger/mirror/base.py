@@ -14,8 +14,8 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.log.records import StoredEvent
 from ledger.mirror.files import PageFiles
-from ledger.store.records import StoredEvent
 
 
 class MirrorArea(Protocol):

@@ -16,7 +16,7 @@ from typing import Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ledger.store.engines import create_async_db_engine, is_sqlite_url, sqlite_path
+from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 
 # Key of the PostgreSQL advisory lock that elects the mirror writer ("LEDGERM1").
 MIRROR_LOCK_KEY = 0x4C45444745524D31

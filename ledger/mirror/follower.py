@@ -18,17 +18,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ledger.events.base import Catalogue
-from ledger.metrics import LedgerMetrics
+from ledger.app.metrics import LedgerMetrics
+from ledger.log.events import Catalogue
+from ledger.log.queries import head_seq, read_events
+from ledger.log.records import StoredEvent
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
 from ledger.mirror.base import MirrorArea
+from ledger.mirror.checkpoint import read_checkpoint, recorded_at_of, write_checkpoint
 from ledger.mirror.election import Election
 from ledger.mirror.files import PageFiles
 from ledger.mirror.sync import area_directory, fsync_parents, rewrite_touched, snapshot
-from ledger.store.mirror import read_checkpoint, recorded_at_of, write_checkpoint
-from ledger.store.queries import head_seq, read_events
-from ledger.store.records import StoredEvent
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
 
 log = logging.getLogger(__name__)
 
@@ -195,16 +195,15 @@ def build_follower(
     store: LedgerStore,
     mirror_dir: Path,
     metrics: LedgerMetrics | None,
-    areas: Sequence[MirrorArea] | None = None,
+    areas: Sequence[MirrorArea],
 ) -> MirrorFollower:
     """The follower for a store, with the election that fits its backend."""
-    from ledger.mirror.areas import default_areas
     from ledger.mirror.election import election_for
 
     return MirrorFollower(
         store=store,
         catalogue=store.catalogue,
-        areas=default_areas() if areas is None else areas,
+        areas=areas,
         mirror_dir=mirror_dir,
         election=election_for(store.url),
         metrics=metrics,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ledger.log.queries import head_seq
 from ledger.mirror.base import MirrorArea
+from ledger.mirror.checkpoint import rollout_ids, rollouts_touched
 from ledger.mirror.files import TEMP_SUFFIX, fsync_directory, make_agree, read_if_present
-from ledger.store.mirror import rollout_ids, rollouts_touched
-from ledger.store.queries import head_seq
 
 PAGE = 1000
 

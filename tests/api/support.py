@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 import httpx
 from fastapi import FastAPI
 
-from ledger.api import create_app
-from ledger.bootstrap import Ledger
-from ledger.config import Settings
+from ledger.app.bootstrap import Ledger
+from ledger.app.config import Settings
+from ledger.app.http.app import create_app
 
 
 @asynccontextmanager

@@ -15,8 +15,8 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, ConfigDict
 
-from ledger.api.auth import IngestAuth
-from ledger.config import Settings
+from ledger.app.config import Settings
+from ledger.app.http.auth import IngestAuth
 from tests.api.support import running_app
 
 

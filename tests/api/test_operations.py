@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI
 
-from ledger.config import Settings
-from ledger.events.rollout import ROLLOUT_RETIRED
-from ledger.store import migrate
-from ledger.store.records import NewEvent
+from ledger.app.config import Settings
+from ledger.log import migrate
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_RETIRED
 from tests.api.support import ledger_of, running_app
 
 

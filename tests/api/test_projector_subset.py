@@ -6,10 +6,10 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from ledger.api import create_app
-from ledger.config import Settings
-from ledger.store.projections import default_projectors
-from ledger.store.schema.observations import observation_records
+from ledger.app.areas import default_projectors
+from ledger.app.config import Settings
+from ledger.app.http.app import create_app
+from ledger.areas.observations.tables import observation_records
 from tests.api.support import ledger_of
 from tests.support.exchanges import chat_exchange
 

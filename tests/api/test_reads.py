@@ -9,9 +9,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from ledger.config import Settings
-from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
-from ledger.store.records import NewEvent
+from ledger.app.config import Settings
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from tests.api.support import ledger_of, running_app
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 
-from ledger.api import create_app
-from ledger.config import Settings
-from ledger.contract.capture_attachment import build_capture_attachment, capture_gaps
-from ledger.contract.model_calls import build_model_call_record
+from ledger.app.config import Settings
+from ledger.app.http.app import create_app
+from ledger.gym.capture_attachment import build_capture_attachment, capture_gaps
+from ledger.gym.model_calls import build_model_call_record
 from tests.support.exchanges import (
     chat_exchange,
     failed_exchange,

@@ -8,13 +8,12 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from ledger.cli import main
-from ledger.contract.capture_lines import serialize_capture_line
-from ledger.events import default_catalogue
+from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.cli.main import main
+from ledger.areas.captures.service import CaptureService
+from ledger.gym.capture_lines import serialize_capture_line
+from ledger.log.store import LedgerStore
 from ledger.mirror.follower import build_follower
-from ledger.service.captures import CaptureService
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
 from tests.support.exchanges import chat_exchange, messages_exchange, responses_exchange
 from tests.support.mirror import gym_tolerant_records, wait_for_mirror
 
@@ -92,7 +91,9 @@ async def test_import_follows_gym_tolerant_read_and_is_idempotent(
 
         # The mirror writes the file back so that Gym's tolerant read sees the same thing.
         mirror_dir = tmp_path / "mirror"
-        follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+        follower = build_follower(
+            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+        )
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()

@@ -8,14 +8,13 @@ import shutil
 import pytest
 from sqlalchemy.engine import make_url
 
-from ledger.events import default_catalogue
-from ledger.events.rollout import ROLLOUT_DELETED
-from ledger.service.captures import CaptureService
-from ledger.store.adhoc import run_readonly_query
-from ledger.store.projections import default_projectors
-from ledger.store.records import NewEvent
-from ledger.store.store import LedgerStore
-from ledger.store.verify import verify_projections
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.service import CaptureService
+from ledger.log.adhoc import run_readonly_query
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED
+from ledger.log.store import LedgerStore
+from ledger.log.verify import verify_projections
 from tests.support.exchanges import chat_exchange, failed_exchange, messages_exchange
 
 

@@ -12,24 +12,23 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-import ledger.store.transaction as transaction_module
-from ledger.canonical import NotStorable, canonical_json, sha256_hex
-from ledger.events import default_catalogue
-from ledger.events.capture import MODEL_CALL_CAPTURED, ModelCallCaptured
-from ledger.events.encoding import encode_body
-from ledger.service.captures import (
+import ledger.log.transaction as transaction_module
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.areas.captures.service import (
     PreparedExchange,
     append_command,
     append_many_command,
     prepare_exchange,
 )
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.records import as_utc
-from ledger.store.schema import events
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
-from ledger.store.verify import verify_chain, verify_projections
+from ledger.log import migrate
+from ledger.log.canonical import NotStorable, canonical_json, sha256_hex
+from ledger.log.encoding import encode_body
+from ledger.log.records import as_utc
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events
+from ledger.log.transaction import WriteTransaction
+from ledger.log.verify import verify_chain, verify_projections
 from tests.support.databases import sqlite_url
 from tests.support.exchanges import chat_exchange, failed_exchange, messages_exchange
 

@@ -12,13 +12,12 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 from sqlalchemy import text
 
-from ledger.cli import main
-from ledger.events import default_catalogue
-from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
-from ledger.store.engines import create_async_db_engine
-from ledger.store.projections import default_projectors
-from ledger.store.records import NewEvent
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.cli.main import main
+from ledger.log.engines import create_async_db_engine
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
+from ledger.log.store import LedgerStore
 
 
 def invoke(database_url: str, *args: str) -> Result:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger.store import migrate
+from ledger.log import migrate
 from tests.cli.support import append_events, invoke, ledger_process, seed
 from tests.support.server import free_port
 

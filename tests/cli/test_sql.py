@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from ledger.store import migrate
-from ledger.store.engines import is_sqlite_url, sqlite_path
+from ledger.log import migrate
+from ledger.log.engines import is_sqlite_url, sqlite_path
 from tests.cli.support import invoke, query, seed
 from tests.conftest import BACKENDS
 from tests.support.databases import POSTGRES_ENV, require_postgres, sqlite_url

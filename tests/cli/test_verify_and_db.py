@@ -6,8 +6,8 @@ import asyncio
 
 from sqlalchemy import text
 
-from ledger.store import migrate
-from ledger.store.engines import create_async_db_engine
+from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
 from tests.cli.support import invoke, seed
 
 FIRST_REVISION = "0001_events"

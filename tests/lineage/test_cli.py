@@ -11,7 +11,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from ledger.cli import main
+from ledger.app.cli.main import main
 from tests.lineage.rows import committed_row
 from tests.support.server import ServerProcess
 

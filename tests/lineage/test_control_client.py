@@ -12,8 +12,8 @@ import pytest
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from ledger.client.control import RolloutControlClient
-from ledger.errors import RolloutRetiredError
+from ledger.areas.lineage.client import RolloutControlClient
+from ledger.log.errors import RolloutRetiredError
 from tests.lineage.rows import committed_row, manifest_record
 
 Handler = Callable[[httpx.Request], httpx.Response]

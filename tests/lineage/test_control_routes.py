@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger.bootstrap import Ledger
+from ledger.app.bootstrap import Ledger
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row
 

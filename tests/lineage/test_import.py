@@ -8,13 +8,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ledger.cli import main
-from ledger.contract.lineage import RolloutManifest, build_manifest
-from ledger.errors import RolloutRetiredError
-from ledger.events import default_catalogue
-from ledger.service.lineage import LineageService
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.cli.main import main
+from ledger.areas.lineage.service import LineageService
+from ledger.gym.lineage import RolloutManifest, build_manifest
+from ledger.log.errors import RolloutRetiredError
+from ledger.log.store import LedgerStore
 from tests.lineage.rows import committed_row, failure_row
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.contract.lineage import CommittedRow, FailureRow, build_manifest
-from ledger.mirror.areas import default_areas
+from ledger.app.areas import default_mirror_areas
+from ledger.areas.lineage.mirror import LineageMirrorArea, ledger_line
+from ledger.areas.lineage.service import LineageService
+from ledger.gym.lineage import CommittedRow, FailureRow, build_manifest
+from ledger.log.store import LedgerStore
 from ledger.mirror.files import PageFiles
-from ledger.mirror.lineage import LineageMirrorArea, ledger_line
-from ledger.service.lineage import LineageService
-from ledger.store.store import LedgerStore
 from tests.lineage.rows import committed_row, failure_row
 
 ROLLOUTS = ("r1", "r2", "r3", "r4", "r5", "never")
@@ -90,7 +90,7 @@ async def test_replayed_files_match_the_database(store: LedgerStore, tmp_path: P
 async def test_file_names_and_registration() -> None:
     area = LineageMirrorArea()
     assert area.file_names("r1") == ["r1.lineage.jsonl", "r1.lineage.retired"]
-    assert any(isinstance(a, LineageMirrorArea) for a in default_areas())
+    assert any(isinstance(a, LineageMirrorArea) for a in default_mirror_areas())
     assert area.handles("ledger.row_recorded") and not area.handles("ledger.row_discarded")
 
 

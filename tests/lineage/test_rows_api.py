@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger.store.store import LedgerStore
+from ledger.log.store import LedgerStore
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row, manifest_record
 
@@ -149,7 +149,7 @@ async def test_late_rows_after_retire_are_discarded_with_a_warning(
         f"{CONTROL}/rollouts/retire", json={"rollout_ids": ["r1"]}, headers=CONTROL_HEADERS
     )
     assert retired.json() == {"removed": ["r1"], "absent": []}
-    with caplog.at_level(logging.WARNING, logger="ledger.service.lineage"):
+    with caplog.at_level(logging.WARNING, logger="ledger.areas.lineage.service"):
         late = await post_row(client, "r1", committed_row("r1", "c2"))
         late_failure = await post_row(client, "r1", failure_row("c3"))
     assert late["outcome"] == "discarded" and late_failure["outcome"] == "discarded"
@@ -225,7 +225,7 @@ async def test_parent_lookup_by_fingerprint_and_by_model_call_id(
 
 
 async def test_lineage_projection_rebuilds_identically(client: httpx.AsyncClient, app: Any) -> None:
-    from ledger.store.verify import verify_projections
+    from ledger.log.verify import verify_projections
 
     for rollout_id in ("r1", "r2", "r3"):
         root = committed_row(rollout_id, "c1")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ledger.contract.lineage import CommittedRow, FailureRow
-from ledger.service.lineage import LineageService
-from ledger.store.adhoc import run_readonly_query
-from ledger.store.store import LedgerStore
+from ledger.areas.lineage.service import LineageService
+from ledger.gym.lineage import CommittedRow, FailureRow
+from ledger.log.adhoc import run_readonly_query
+from ledger.log.store import LedgerStore
 from tests.lineage.rows import committed_row, failure_row
 
 

@@ -15,17 +15,17 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Text, cast, inspect, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.errors import DatabaseNotAtHead
-from ledger.events.base import EventType
-from ledger.events.catalogue import default_catalogue
-from ledger.events.rollout import ROLLOUT_DELETED, ROLLOUT_RETIRED
-from ledger.store import migrate
-from ledger.store.engines import create_async_db_engine
-from ledger.store.projections.rollouts import RolloutsProjector
-from ledger.store.records import NewEvent
-from ledger.store.schema import events, metadata
-from ledger.store.store import LedgerStore
-from ledger.store.verify import verify_chain
+from ledger.app.areas import default_catalogue, schema_metadata
+from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import DatabaseNotAtHead
+from ledger.log.events import EventType
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
+from ledger.log.rollouts_projection import RolloutsProjector
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events
+from ledger.log.verify import verify_chain
 
 FIRST_REVISION = "0001_events"
 
@@ -54,7 +54,7 @@ async def run_on(url: str, fn: Any) -> Any:
 
 def schema_differences(conn: Connection) -> list[Any]:
     context = MigrationContext.configure(conn, opts={"compare_type": True})
-    return list(compare_metadata(context, metadata))
+    return list(compare_metadata(context, schema_metadata()))
 
 
 def table_names(conn: Connection) -> set[str]:
@@ -82,7 +82,7 @@ async def test_base_to_head_on_an_empty_database(empty_database_url: str) -> Non
     assert await migrate.current_revision(empty_database_url) == migrate.head_revision()
     await migrate.ensure_at_head(empty_database_url)
     present = await run_on(empty_database_url, table_names)
-    assert set(metadata.tables) <= present
+    assert set(schema_metadata().tables) <= present
 
 
 async def test_migrated_schema_equals_the_models(empty_database_url: str) -> None:

@@ -8,16 +8,15 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ledger.events import default_catalogue
-from ledger.service.captures import CaptureService
-from ledger.service.observations import ObservationService
-from ledger.store import migrate
-from ledger.store.engines import create_async_db_engine
-from ledger.store.observations import read_record_text
-from ledger.store.projections import default_projectors
-from ledger.store.schema.observations import observation_calls, observation_records
-from ledger.store.store import LedgerStore
-from ledger.store.verify import verify_projections
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.service import CaptureService
+from ledger.areas.observations.queries import read_record_text
+from ledger.areas.observations.service import ObservationService
+from ledger.areas.observations.tables import observation_calls, observation_records
+from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
+from ledger.log.store import LedgerStore
+from ledger.log.verify import verify_projections
 from tests.observations.support import EXAMPLE_RESULT
 from tests.support.exchanges import chat_exchange, messages_exchange, responses_exchange
 

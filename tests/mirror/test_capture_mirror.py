@@ -9,20 +9,18 @@ import httpx
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 
-from ledger.bootstrap import Ledger
-from ledger.cli import main
-from ledger.config import Settings
-from ledger.events import default_catalogue
-from ledger.events.rollout import ROLLOUT_DELETED
-from ledger.mirror.areas import default_areas
+from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.bootstrap import Ledger
+from ledger.app.cli.main import main
+from ledger.app.config import Settings
+from ledger.areas.captures.service import CaptureService
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+from ledger.mirror.checkpoint import write_checkpoint
 from ledger.mirror.follower import build_follower
 from ledger.mirror.sync import compare_mirror, snapshot
-from ledger.service.captures import CaptureService
-from ledger.store.mirror import write_checkpoint
-from ledger.store.projections import default_projectors
-from ledger.store.records import NewEvent
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
 from tests.support.exchanges import (
     chat_exchange,
     failed_exchange,
@@ -90,7 +88,9 @@ async def test_restart_after_a_half_applied_page_converges(
     await store.open()
     try:
         captures = CaptureService(store)
-        follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+        follower = build_follower(
+            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+        )
         await follower.start()
         for n in range(5):
             await captures.append("r1", chat_exchange(model_call_id=f"c{n}"))
@@ -109,12 +109,14 @@ async def test_restart_after_a_half_applied_page_converges(
         (mirror_dir / "model-calls" / "r2.capture.jsonl").unlink()
         await captures.append("r3", chat_exchange())
 
-        follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+        follower = build_follower(
+            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+        )
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()
         async with snapshot(store.read_engine) as conn:
-            report = await compare_mirror(conn, mirror_dir, default_areas())
+            report = await compare_mirror(conn, mirror_dir, default_mirror_areas())
         assert report.differences == []
         assert len(r1.read_bytes().splitlines()) == 5
     finally:
@@ -159,7 +161,9 @@ async def test_delete_ends_the_generation_in_the_mirror(database_url: str, tmp_p
     mirror_dir = tmp_path / "mirror"
     store = LedgerStore(database_url, default_catalogue(), default_projectors())
     await store.open()
-    follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+    follower = build_follower(
+        store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+    )
     await follower.start()
     try:
         captures = CaptureService(store)

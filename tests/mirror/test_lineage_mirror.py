@@ -10,18 +10,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from ledger.bootstrap import Ledger
-from ledger.config import Settings
-from ledger.contract.lineage import CommittedRow, build_manifest, manifest_json
-from ledger.events import default_catalogue
-from ledger.mirror.areas import default_areas
+from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.bootstrap import Ledger
+from ledger.app.config import Settings
+from ledger.areas.lineage.service import LineageService
+from ledger.gym.lineage import CommittedRow, build_manifest, manifest_json
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+from ledger.mirror.checkpoint import write_checkpoint
 from ledger.mirror.follower import build_follower
 from ledger.mirror.sync import compare_mirror, snapshot
-from ledger.service.lineage import LineageService
-from ledger.store.mirror import write_checkpoint
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row
 from tests.support.mirror import wait_for_mirror
@@ -74,7 +72,7 @@ async def test_gym_reads_of_the_mirror_equal_the_control_routes(
         expected = "gone" if served.status_code == 410 else served.json()
         assert gym_manifest_or_gone(directory, rollout_id) == expected, rollout_id
     async with snapshot(ledger.store.read_engine) as conn:
-        report = await compare_mirror(conn, settings.resolved_mirror_dir, default_areas())
+        report = await compare_mirror(conn, settings.resolved_mirror_dir, default_mirror_areas())
     assert report.differences == []
 
 
@@ -86,7 +84,9 @@ async def test_restart_after_a_half_applied_page_converges(
     await store.open()
     try:
         lineage = LineageService(store)
-        follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+        follower = build_follower(
+            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+        )
         await follower.start()
         for n in range(4):
             await lineage.record("r1", CommittedRow.model_validate(committed_row("r1", f"c{n}")))
@@ -104,12 +104,14 @@ async def test_restart_after_a_half_applied_page_converges(
         (mirror_dir / "lineage" / "r2.lineage.retired").unlink()
         await lineage.record("r3", CommittedRow.model_validate(committed_row("r3", "c1")))
 
-        follower = build_follower(store=store, mirror_dir=mirror_dir, metrics=None)
+        follower = build_follower(
+            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
+        )
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()
         async with snapshot(store.read_engine) as conn:
-            report = await compare_mirror(conn, mirror_dir, default_areas())
+            report = await compare_mirror(conn, mirror_dir, default_mirror_areas())
         assert report.differences == []
         assert len(ledger_file.read_bytes().splitlines()) == 4
         assert (mirror_dir / "lineage" / "r2.lineage.retired").read_bytes() == b""

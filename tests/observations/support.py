@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.contract.test_trajectory_example import EXAMPLE_RECORD
+from tests.gym.test_trajectory_example import EXAMPLE_RECORD
 
 # The example's call as the model server captured it (a Responses exchange, Gym's line shape).
 EXAMPLE_EXCHANGE: dict[str, Any] = {

@@ -16,24 +16,23 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from ledger.contract.model_calls import AGGREGATE_FIELDS, aggregate_model_call_values
-from ledger.events import default_catalogue
-from ledger.events.capture import MODEL_CALL_DAMAGED, ModelCallDamaged
-from ledger.service.captures import CaptureService
-from ledger.service.observations import ObservationService
-from ledger.store import migrate
-from ledger.store.observations import read_record_text
-from ledger.store.projections import default_projectors
-from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.record_pieces import CallPiece, CallTotals, fill
-from ledger.store.schema.observations import (
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.events import MODEL_CALL_DAMAGED, ModelCallDamaged
+from ledger.areas.captures.service import CaptureService
+from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.areas.observations.queries import read_record_text
+from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
+from ledger.areas.observations.service import ObservationService
+from ledger.areas.observations.tables import (
     observation_calls,
     observation_gaps,
     observation_records,
 )
-from ledger.store.store import LedgerStore
-from ledger.store.transaction import WriteTransaction
-from ledger.store.verify import verify_projections
+from ledger.gym.model_calls import AGGREGATE_FIELDS, aggregate_model_call_values
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+from ledger.log.verify import verify_projections
 from tests.observations.support import EXAMPLE_OBSERVATIONS, EXAMPLE_RESULT
 from tests.support.exchanges import (
     chat_exchange,

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from ledger.bootstrap import Ledger
-from ledger.events.observations import OBSERVATIONS_RECORDED
-from tests.contract.test_trajectory_example import EXAMPLE_RECORD
+from ledger.app.bootstrap import Ledger
+from ledger.areas.observations.events import OBSERVATIONS_RECORDED
+from tests.gym.test_trajectory_example import EXAMPLE_RECORD
 from tests.observations.support import (
     EXAMPLE_OBSERVATIONS,
     EXAMPLE_RESULT,

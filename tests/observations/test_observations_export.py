@@ -11,12 +11,12 @@ import httpx
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 
-from ledger.bootstrap import Ledger
-from ledger.cli import main
-from ledger.events.rollout import ROLLOUT_RETIRED, RolloutRetired
-from ledger.service.observations import ObservationService
-from ledger.store.observations import ExportFilter
-from ledger.store.records import NewEvent
+from ledger.app.bootstrap import Ledger
+from ledger.app.cli.main import main
+from ledger.areas.observations.queries import ExportFilter
+from ledger.areas.observations.service import ObservationService
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_RETIRED, RolloutRetired
 from tests.observations.support import EXAMPLE_OBSERVATIONS, feed_example, post_ok
 
 

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from ledger.api import create_app
-from ledger.config import Settings
-from ledger.store import migrate
+from ledger.app.config import Settings
+from ledger.app.http.app import create_app
+from ledger.log import migrate
 from tests.observations.support import EXAMPLE_OBSERVATIONS
 
 TABLES = {"observation_calls", "observation_records", "observation_tool_calls", "observation_gaps"}

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from ledger.events.capture import CAPTURE_CLEARED, MODEL_CALL_CAPTURED
-from ledger.events.observations import OBSERVATIONS_RECORDED, RESULT_RECORDED
-from ledger.store.projections.observations import ObservationsProjector
-from ledger.store.records import StoredEvent
-from ledger.store.schema import metadata
-from ledger.store.schema.observations import observation_records
+from ledger.app.areas import schema_metadata
+from ledger.areas.captures.events import CAPTURE_CLEARED, MODEL_CALL_CAPTURED
+from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
+from ledger.areas.observations.projection import ObservationsProjector
+from ledger.areas.observations.tables import observation_records
+from ledger.log.records import StoredEvent
 
 
 def event(
@@ -39,7 +39,7 @@ def event(
 )
 def test_redacted_events_leave_a_consistent_record(tmp_path: Path, kind: str) -> None:
     engine = create_engine(f"sqlite:///{tmp_path / 'p.db'}")
-    metadata.create_all(engine)
+    schema_metadata().create_all(engine)
     projector = ObservationsProjector()
     assert projector.handles(kind)
     with engine.begin() as conn:
@@ -58,7 +58,7 @@ def test_redacted_events_leave_a_consistent_record(tmp_path: Path, kind: str) ->
 
 def test_events_without_a_rollout_or_of_other_kinds_are_ignored(tmp_path: Path) -> None:
     engine = create_engine(f"sqlite:///{tmp_path / 'p.db'}")
-    metadata.create_all(engine)
+    schema_metadata().create_all(engine)
     projector = ObservationsProjector()
     assert not projector.handles("ledger.row_recorded")
     with engine.begin() as conn:
@@ -70,7 +70,7 @@ def test_events_without_a_rollout_or_of_other_kinds_are_ignored(tmp_path: Path) 
 
 def test_a_failed_command_leaves_no_deferred_rebuild(tmp_path: Path) -> None:
     engine = create_engine(f"sqlite:///{tmp_path / 'p.db'}")
-    metadata.create_all(engine)
+    schema_metadata().create_all(engine)
     projector = ObservationsProjector()
     bundle = {"source": "a", "records": [], "gaps": []}
     with engine.begin() as conn:

@@ -9,10 +9,10 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from ledger.bootstrap import Ledger
-from ledger.events.rollout import ROLLOUT_DELETED, RolloutDeleted
-from ledger.store.records import NewEvent
-from ledger.store.verify import verify_projections
+from ledger.app.bootstrap import Ledger
+from ledger.log.records import NewEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED, RolloutDeleted
+from ledger.log.verify import verify_projections
 from tests.observations.support import (
     EXAMPLE_OBSERVATIONS,
     EXAMPLE_RESULT,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.client.captures import CaptureClient, CaptureClientError
-from ledger.contract.model_calls import aggregate_model_call_records, build_model_call_record
-from ledger.store import migrate
+from ledger.areas.captures.client import CaptureClient, CaptureClientError
+from ledger.gym.model_calls import aggregate_model_call_records, build_model_call_record
+from ledger.log import migrate
 from tests.support.exchanges import chat_exchange, failed_exchange, messages_exchange
 from tests.support.server import ServerProcess
 

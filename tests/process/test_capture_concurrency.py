@@ -8,10 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledger.events import default_catalogue
-from ledger.service.captures import CaptureService
-from ledger.store.projections import default_projectors
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.service import CaptureService
+from ledger.log.store import LedgerStore
 from tests.support.load import LoadLedger, capture_client
 from tests.support.mirror import wait_for_mirror
 from tests.support.server import ServerProcess

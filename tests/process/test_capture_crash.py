@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from ledger.events import default_catalogue
-from ledger.store import migrate
-from ledger.store.projections import default_projectors
-from ledger.store.schema.captures import capture_calls
-from ledger.store.store import LedgerStore
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.tables import capture_calls
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
 from tests.support.databases import sqlite_url
 from tests.support.load import LoadLedger, capture_client
 from tests.support.mirror import wait_for_mirror

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.contract.capture_lines import parse_capture_text, parse_capture_text_strict
-from ledger.contract.model_calls import build_model_call_record
-from ledger.store.mirror import read_checkpoint
-from ledger.store.queries import head_seq
-from ledger.store.store import LedgerStore
+from ledger.gym.capture_lines import parse_capture_text, parse_capture_text_strict
+from ledger.gym.model_calls import build_model_call_record
+from ledger.log.queries import head_seq
+from ledger.log.store import LedgerStore
+from ledger.mirror.checkpoint import read_checkpoint
 
 
 async def wait_for_mirror(store: LedgerStore, *, within_seconds: float = 30.0) -> int:

@@ -2,7 +2,7 @@
 (observation_calls.trajectory_entry), observation_records.assembled and the running
 observation_records.call_totals (store/record_pieces.py).
 
-The data steps use the projection's own code (ledger.store.projections), which ships with these
+The data steps use the projection's own code (ledger.app.projections), which ships with these
 migrations, so what they store is what the projection stores at this revision.
 
 Revision ID: 0005_trajectory_entries
@@ -16,15 +16,15 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.store.observations import (
+from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.areas.observations.projection import assemble_capture_only
+from ledger.areas.observations.queries import (
     count_call_totals,
     load_call_pieces,
     load_inputs,
     read_record_text_sync,
 )
-from ledger.store.projections.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.store.projections.observations import assemble_capture_only
-from ledger.store.record_pieces import fill
+from ledger.areas.observations.record_pieces import fill
 
 revision: str = "0005_trajectory_entries"
 down_revision: str | None = "0004_observations"

@@ -1,1 +1,0 @@
-"""Route modules, one per area."""

@@ -1,0 +1,51 @@
+"""The one list of areas the app is built from, and what the composition root derives from it.
+
+Order matters: projectors run for each event, and flush at the end of a command, in area order.
+The kernel's ``rollouts`` comes first (every area reads it); observations come after captures,
+since its records are recomputed from the capture projection, and its ``flush`` reads by SQL
+the rows the earlier flushes write (``rollouts``, ``capture_state``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData
+
+from ledger.app.area import Area, ProjectionOptions
+from ledger.app.core_area import CORE
+from ledger.areas.captures.area import AREA as CAPTURES
+from ledger.areas.lineage.area import AREA as LINEAGE
+from ledger.areas.observations.area import AREA as OBSERVATIONS
+from ledger.log.events import Catalogue, EventType
+from ledger.log.metadata import metadata
+from ledger.log.projector import Projector
+from ledger.mirror.base import MirrorArea
+
+
+def areas() -> list[Area]:
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS]
+
+
+def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:
+    """Every area's event kinds (plus ``extra``, for tests and benchmarks)."""
+    return Catalogue([*(t for area in areas() for t in area.event_types), *(extra or [])])
+
+
+def default_projectors(*, check_templates: bool = False) -> list[Projector]:
+    """Every projection, in area order. ``check_templates=True`` (``ledger verify``) makes the
+    observations projection also rebuild every capture-only record in full and keep its
+    template only if it gives the same record (areas/observations/record_pieces.py)."""
+    options = ProjectionOptions(check_templates=check_templates)
+    return [p for area in areas() for p in area.projectors(options)]
+
+
+def default_mirror_areas() -> list[MirrorArea]:
+    """The mirror's areas, in the order the follower applies each event to them."""
+    return [m for area in areas() for m in area.mirror_areas()]
+
+
+def schema_metadata() -> MetaData:
+    """The shared metadata with every area's tables on it (what alembic compares)."""
+    for area in areas():
+        for table in area.tables:
+            assert table.metadata is metadata, f"{area.name}: {table.name} is on other metadata"
+    return metadata

@@ -1,0 +1,118 @@
+"""The composition root: everything the service is made of is built here, from one Settings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.config import Settings
+from ledger.app.core_service import CoreService
+from ledger.app.metrics import LedgerMetrics
+from ledger.areas.captures.service import CaptureService
+from ledger.areas.lineage.service import LineageService
+from ledger.areas.observations.service import ObservationService
+from ledger.log.errors import UnsafeConfiguration
+from ledger.log.projector import Projector
+from ledger.log.store import LedgerStore
+from ledger.mirror.follower import MirrorFollower, build_follower
+
+log = logging.getLogger(__name__)
+
+CONTROL_TOKEN_FILE = "control-token"
+
+
+def ensure_control_token(settings: Settings) -> str:
+    """The configured control token, or one kept in ``<data-dir>/control-token`` (mode 0600)."""
+    if settings.control_token is not None:
+        return settings.control_token.get_secret_value()
+    path = settings.data_dir / CONTROL_TOKEN_FILE
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        token = path.read_text().strip()
+        if token:
+            return token
+        raise UnsafeConfiguration(
+            f"control token file {path} is empty; delete it to regenerate"
+        ) from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+    log.warning("created a control token in %s (mode 0600); control routes require it", path)
+    return path.read_text().strip()
+
+
+def control_token_path(settings: Settings) -> Path:
+    return settings.data_dir / CONTROL_TOKEN_FILE
+
+
+@dataclass
+class Ledger:
+    """A running ledger: its store and the services built on it."""
+
+    settings: Settings
+    metrics: LedgerMetrics
+    store: LedgerStore
+    core: CoreService
+    control_token: str
+    captures: CaptureService
+    lineage: LineageService
+    observations: ObservationService
+    mirror: MirrorFollower | None = None
+
+    async def close(self) -> None:
+        if self.mirror is not None:
+            await self.mirror.stop()
+        await self.store.close()
+
+
+def build_store(
+    settings: Settings,
+    metrics: LedgerMetrics | None = None,
+    projectors: Sequence[Projector] | None = None,
+) -> LedgerStore:
+    """The store for ``settings``. ``projectors`` defaults to every projection; a subset is for
+    diagnostics only (benchmarks/ingest_server.py): the missing projections go stale."""
+    return LedgerStore(
+        settings.resolved_database_url,
+        default_catalogue(),
+        default_projectors() if projectors is None else projectors,
+        synchronous=settings.synchronous,
+        busy_timeout_ms=settings.busy_timeout_ms,
+        max_batch=settings.writer_max_batch,
+        max_batch_bytes=settings.writer_max_batch_bytes,
+        metrics=metrics,
+    )
+
+
+async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None = None) -> Ledger:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    control_token = ensure_control_token(settings)
+    metrics = LedgerMetrics()
+    store = build_store(settings, metrics, projectors)
+    await store.open()
+    mirror = None
+    if settings.mirror_enabled:
+        mirror = build_follower(
+            store=store,
+            mirror_dir=settings.resolved_mirror_dir,
+            metrics=metrics,
+            areas=default_mirror_areas(),
+        )
+        await mirror.start()
+    return Ledger(
+        settings=settings,
+        metrics=metrics,
+        store=store,
+        core=CoreService(store, events_page_max=settings.events_page_max),
+        control_token=control_token,
+        captures=CaptureService(store),
+        lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
+        observations=ObservationService(store),
+        mirror=mirror,
+    )

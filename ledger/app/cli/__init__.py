@@ -1,0 +1,1 @@
+"""The ``ledger`` command: a thin layer over the library (sqlite-utils style)."""

@@ -1,0 +1,287 @@
+"""Core commands: serve, db, verify, events, sql."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import logging
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.log import migrate
+from ledger.log.adhoc import run_readonly_query
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import LedgerError
+from ledger.log.queries import head_seq, read_events
+from ledger.log.verify import verify_chain, verify_projections
+
+
+@click.command()
+@click.option("--host", help="Bind address (default 127.0.0.1) [LEDGER_HOST]")
+@click.option("--port", type=int, help="Port (default 8420) [LEDGER_PORT]")
+@click.option(
+    "--insecure", is_flag=True, default=None, help="Allow a non-loopback bind without tokens"
+)
+@click.option("--log-level", default="info", show_default=True)
+@click.option("--upgrade", is_flag=True, help="Upgrade the database to head before serving")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Server processes on the port, each with its own writer (docs/operations.md)",
+)
+@database_options
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    insecure: bool | None,
+    log_level: str,
+    upgrade: bool,
+    workers: int,
+) -> None:
+    """Run the HTTP service (the database must be at the head revision)."""
+    import uvicorn
+
+    from ledger.app.bootstrap import control_token_path, ensure_control_token
+    from ledger.app.http.app import create_app
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = settings_from(ctx, host=host, port=port, insecure=insecure)
+    try:
+        settings.check_bind_is_safe()
+    except LedgerError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise SystemExit(2) from exc
+    if upgrade:
+        run_async(lambda: migrate.upgrade(settings.resolved_database_url))
+    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
+    try:
+        ensure_control_token(settings)
+    except LedgerError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise SystemExit(2) from exc
+    if settings.control_token is None:
+        # soft_wrap: a long path must stay on one line, copyable.
+        err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
+    if workers == 1:
+        uvicorn.run(
+            create_app(settings), host=settings.host, port=settings.port, log_level=log_level
+        )
+        return
+    # Worker processes build their settings from the environment: hand them this command's.
+    overrides = {**(ctx.obj or {}), "host": host, "port": port, "insecure": insecure}
+    os.environ.update(
+        {
+            f"LEDGER_{name.upper()}": str(value)
+            for name, value in overrides.items()
+            if value is not None
+        }
+    )
+    uvicorn.run(
+        "ledger.app.http.app:create_app_from_environment",
+        factory=True,
+        workers=workers,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+    )
+
+
+@click.group()
+def db() -> None:
+    """Schema migrations (alembic)."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+@database_options
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Upgrade the database to REVISION (default: head)."""
+    settings = settings_from(ctx)
+    run_async(lambda: migrate.upgrade(settings.resolved_database_url, revision))
+    current = run_async(lambda: migrate.current_revision(settings.resolved_database_url))
+    click.echo(f"database at {current}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+@database_options
+@click.pass_context
+def db_downgrade(ctx: click.Context, revision: str) -> None:
+    """Downgrade the database to REVISION (projections only; events are kept)."""
+    settings = settings_from(ctx)
+    run_async(lambda: migrate.downgrade(settings.resolved_database_url, revision))
+    click.echo(
+        f"database at {run_async(lambda: migrate.current_revision(settings.resolved_database_url))}"
+    )
+
+
+@db.command("current")
+@database_options
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's revision."""
+    settings = settings_from(ctx)
+    click.echo(
+        run_async(lambda: migrate.current_revision(settings.resolved_database_url)) or "<empty>"
+    )
+
+
+@db.command("check")
+@database_options
+@click.pass_context
+def db_check(ctx: click.Context) -> None:
+    """Exit non-zero unless the database is at the head revision."""
+    settings = settings_from(ctx)
+    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
+    click.echo(f"database at head ({migrate.head_revision()})")
+
+
+@click.command()
+@click.option("--skip-projections", is_flag=True, help="Check the hash chain only")
+@database_options
+@click.pass_context
+def verify(ctx: click.Context, skip_projections: bool) -> None:
+    """Recompute the hash chain; rebuild every projection from seq 0 and compare."""
+    settings = settings_from(ctx)
+
+    async def run() -> bool:
+        engine = create_async_db_engine(
+            settings.resolved_database_url, read_only=True, null_pool=True
+        )
+        try:
+            async with engine.connect() as conn:
+                total = await head_seq(conn)
+                with Progress(console=err, transient=True) as progress:
+                    task = progress.add_task("hash chain", total=total)
+                    chain = await verify_chain(conn, progress=lambda n: progress.advance(task, n))
+                if not chain.ok:
+                    click.echo(
+                        f"FAIL hash chain: first bad seq {chain.first_bad_seq}: {chain.problem}"
+                    )
+                    return False
+                click.echo(f"ok   hash chain: {chain.events} events")
+                if skip_projections:
+                    return True
+                with Progress(console=err, transient=True) as progress:
+                    task = progress.add_task("projections", total=total)
+                    report = await verify_projections(
+                        conn,
+                        default_catalogue(),
+                        # Capture-only records' templates are checked against full rebuilds.
+                        default_projectors(check_templates=True),
+                        progress=lambda n: progress.advance(task, n),
+                    )
+                for difference in report.differences:
+                    click.echo(f"FAIL projection {difference}")
+                if report.ok:
+                    click.echo("ok   projections: identical to a rebuild from seq 0")
+                return report.ok
+        finally:
+            await engine.dispose()
+
+    if not run_async(run):
+        raise SystemExit(1)
+
+
+@click.command()
+@click.option(
+    "--after", type=int, default=0, show_default=True, help="Print events with seq > AFTER"
+)
+@click.option("--limit", type=int, default=None, help="Stop after this many events")
+@click.option("--rollout", "rollout_id", help="Only this rollout's events")
+@click.option("--follow", is_flag=True, help="Keep printing new events as they are appended")
+@click.option(
+    "--interval", type=float, default=0.5, show_default=True, help="Poll interval for --follow"
+)
+@database_options
+@click.pass_context
+def events(
+    ctx: click.Context,
+    after: int,
+    limit: int | None,
+    rollout_id: str | None,
+    follow: bool,
+    interval: float,
+) -> None:
+    """Print the event log as JSON lines."""
+    settings = settings_from(ctx)
+    catalogue = default_catalogue()
+
+    async def run() -> None:
+        engine = create_async_db_engine(settings.resolved_database_url, read_only=True, pool_size=1)
+        cursor, printed = after, 0
+        try:
+            while True:
+                async with engine.connect() as conn:
+                    page = await read_events(
+                        conn, catalogue, after=cursor, limit=500, rollout_id=rollout_id
+                    )
+                for event in page:
+                    record = dict(event.__dict__, recorded_at=event.recorded_at.isoformat())
+                    sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
+                    cursor, printed = event.seq, printed + 1
+                    if limit is not None and printed >= limit:
+                        return
+                sys.stdout.flush()
+                if not page:
+                    if not follow:
+                        return
+                    await asyncio.sleep(interval)
+        finally:
+            await engine.dispose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(run)
+
+
+@click.command()
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--limit", type=int, default=10_000, show_default=True, help="At most this many rows")
+@database_options
+@click.pass_context
+def sql(ctx: click.Context, query: str, fmt: str, limit: int) -> None:
+    """Run a read-only SQL query (writes, ATTACH and pragma changes are refused)."""
+    settings = settings_from(ctx)
+    result = run_async(
+        lambda: run_readonly_query(settings.resolved_database_url, query, limit=limit)
+    )
+    if fmt == "json":
+        for row in result.rows:
+            click.echo(json.dumps(dict(zip(result.columns, row, strict=True)), default=str))
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+    else:
+        table = Table(*result.columns)
+        for row in result.rows:
+            table.add_row(*("NULL" if v is None else str(v) for v in row))
+        Console().print(table)
+
+
+def register(main: click.Group) -> None:
+    for command in (serve, db, verify, events, sql):
+        main.add_command(command)

@@ -1,0 +1,110 @@
+"""``ledger import``: existing Gym directories into the ledger (idempotent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.app.config import Settings
+from ledger.areas.captures.importer import (
+    CaptureImportSummary,
+    import_capture_dir,
+    scan_capture_dir,
+)
+from ledger.areas.lineage.importer import LineageImportReport, import_lineage_dir
+
+
+def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary:
+    from ledger.app.bootstrap import build_store
+
+    _files, total = scan_capture_dir(directory)
+
+    async def run() -> CaptureImportSummary:
+        store = build_store(settings)
+        await store.open()
+        try:
+            with Progress(
+                TextColumn("captures"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("captures", total=total)
+                return await import_capture_dir(
+                    store, directory, progress=lambda n: progress.advance(task, n)
+                )
+        finally:
+            await store.close()
+
+    summary = run_async(run)
+    click.echo(
+        f"captures: {summary.files} files, {len(summary.rollouts)} rollouts, "
+        f"{summary.lines} lines: {summary.captured} captured, {summary.damaged} damaged "
+        f"(kept as evidence), {summary.already_present} already present, "
+        f"{summary.markers} incomplete markers"
+    )
+    if summary.conflicting_ids:
+        click.echo(
+            f"captures: {summary.conflicting_ids} lines reuse a model_call_id with a different "
+            "exchange; kept as damaged evidence"
+        )
+    for name in summary.skipped_files:
+        click.echo(f"captures: skipped {name}: not a valid rollout id")
+    return summary
+
+
+def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
+    from ledger.app.bootstrap import build_store
+
+    async def run() -> LineageImportReport:
+        store = build_store(settings)
+        await store.open()
+        try:
+            with Progress(console=err, transient=True) as progress:
+                task = progress.add_task("lineage ledgers", total=None)
+
+                def advance(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                return await import_lineage_dir(store, directory, progress=advance)
+        finally:
+            await store.close()
+
+    report = run_async(run)
+    for line in report.skipped:
+        err.print(f"skipped {line}")
+    click.echo(report.summary())
+    return report
+
+
+@click.command("import")
+@click.option(
+    "--capture-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="A Gym model_call_capture_dir (<id>.capture.jsonl, <id>.capture.incomplete)",
+)
+@click.option(
+    "--lineage-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="A Gym token-capture dir (<id>.lineage.jsonl, <id>.lineage.retired)",
+)
+@database_options
+@click.pass_context
+def import_command(ctx: click.Context, capture_dir: Path | None, lineage_dir: Path | None) -> None:
+    """Import Gym capture files and/or lineage ledgers; re-running adds nothing."""
+    if capture_dir is None and lineage_dir is None:
+        raise click.UsageError("give --capture-dir and/or --lineage-dir")
+    settings = settings_from(ctx)
+    if capture_dir is not None:
+        import_captures(settings, capture_dir)
+    if lineage_dir is not None:
+        import_lineage(settings, lineage_dir)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(import_command)

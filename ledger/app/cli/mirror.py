@@ -1,0 +1,123 @@
+"""``ledger mirror status|verify|rebuild``: the JSONL mirror as seen from the database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from ledger.app.areas import default_mirror_areas
+from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.app.config import Settings
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import Conflict
+from ledger.log.queries import head_seq
+from ledger.mirror.checkpoint import read_checkpoint, recorded_at_of, write_checkpoint
+from ledger.mirror.election import election_for
+from ledger.mirror.sync import MirrorComparison, compare_mirror, rebuild_mirror, snapshot
+
+
+@click.group()
+def mirror() -> None:
+    """The Gym-compatible JSONL mirror (written by `ledger serve`)."""
+
+
+@mirror.command("status")
+@database_options
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Checkpoint, head and lag (events and seconds)."""
+    settings = settings_from(ctx)
+
+    async def run() -> tuple[int, int, float]:
+        engine = create_async_db_engine(
+            settings.resolved_database_url, read_only=True, null_pool=True
+        )
+        try:
+            async with snapshot(engine) as conn:
+                checkpoint = await read_checkpoint(conn)
+                head = await head_seq(conn)
+                oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
+        finally:
+            await engine.dispose()
+        age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
+        return checkpoint, head, age
+
+    checkpoint, head, age = run_async(run)
+    click.echo(f"mirror dir:   {settings.resolved_mirror_dir}")
+    click.echo(f"checkpoint:   seq {checkpoint}")
+    click.echo(f"head:         seq {head}")
+    click.echo(f"lag:          {head - checkpoint} events, {age:.1f} s")
+
+
+def _report(comparison: MirrorComparison, verb: str) -> None:
+    for line in comparison.differences:
+        click.echo(line)
+    click.echo(f"{verb} {comparison.rollouts} rollouts at seq {comparison.head}")
+
+
+@mirror.command("verify")
+@database_options
+@click.pass_context
+def verify(ctx: click.Context) -> None:
+    """Compare every mirror file with the database; exit 1 on any difference."""
+    settings = settings_from(ctx)
+
+    async def run() -> tuple[MirrorComparison, int]:
+        engine = create_async_db_engine(
+            settings.resolved_database_url, read_only=True, null_pool=True
+        )
+        try:
+            async with snapshot(engine) as conn:
+                checkpoint = await read_checkpoint(conn)
+                comparison = await compare_mirror(
+                    conn, settings.resolved_mirror_dir, default_mirror_areas()
+                )
+        finally:
+            await engine.dispose()
+        return comparison, checkpoint
+
+    comparison, checkpoint = run_async(run)
+    _report(comparison, "compared")
+    if comparison.differences:
+        if checkpoint < comparison.head:
+            click.echo(f"(the mirror is {comparison.head - checkpoint} events behind the log)")
+        click.echo(f"FAIL {len(comparison.differences)} differences")
+        raise SystemExit(1)
+    click.echo("ok   the mirror matches the database")
+
+
+async def rebuild_with_settings(settings: Settings) -> MirrorComparison:
+    election = election_for(settings.resolved_database_url)
+    if not await election.try_acquire():
+        raise Conflict(
+            "a mirror follower is running on this database (a `ledger serve`); "
+            "stop it or let it converge (`ledger mirror status`)"
+        )
+    engine = create_async_db_engine(settings.resolved_database_url, null_pool=True)
+    try:
+        async with snapshot(engine) as conn:
+            comparison = await rebuild_mirror(
+                conn, settings.resolved_mirror_dir, default_mirror_areas()
+            )
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda sync: write_checkpoint(sync, comparison.head))
+        return comparison
+    finally:
+        await engine.dispose()
+        await election.release()
+
+
+@mirror.command("rebuild")
+@database_options
+@click.pass_context
+def rebuild(ctx: click.Context) -> None:
+    """Rewrite the whole mirror from the database (refused while a server mirrors it)."""
+    settings = settings_from(ctx)
+    comparison = run_async(lambda: rebuild_with_settings(settings))
+    _report(comparison, "rebuilt")
+    err.print(f"checkpoint set to seq {comparison.head}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(mirror)

@@ -1,0 +1,92 @@
+"""One typed settings object, built explicitly by the caller (never at import time)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ledger.log.errors import UnsafeConfiguration
+
+DEFAULT_PORT = 8420
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment (prefix ``LEDGER_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="LEDGER_", extra="ignore")
+
+    data_dir: Path = Path("ledger-data")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; default sqlite+aiosqlite:///<data_dir>/ledger.db",
+    )
+    mirror_dir: Path | None = Field(default=None, description="default <data_dir>/mirror")
+    host: str = "127.0.0.1"
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    control_token: SecretStr | None = None
+    ingest_token: SecretStr | None = None
+    read_token: SecretStr | None = None
+    insecure: bool = Field(
+        default=False, description="allow a non-loopback bind without ingest/read tokens"
+    )
+    writer_max_batch: int = Field(default=512, ge=1, le=100_000)
+    writer_max_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    busy_timeout_ms: int = Field(default=30_000, ge=0)
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    events_page_max: int = Field(default=1000, ge=1)
+    mirror_enabled: bool = True
+
+    @model_validator(mode="after")
+    def _normalise_empty_tokens(self) -> Settings:
+        # An empty token in the environment means "unset", never "accept an empty bearer".
+        for name in ("control_token", "ingest_token", "read_token"):
+            value = getattr(self, name)
+            if value is not None and not value.get_secret_value():
+                setattr(self, name, None)
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'ledger.db').resolve()}"
+
+    @property
+    def resolved_mirror_dir(self) -> Path:
+        return self.mirror_dir if self.mirror_dir is not None else self.data_dir / "mirror"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url.startswith("sqlite")
+
+    def check_bind_is_safe(self) -> None:
+        """Refuse to expose unauthenticated /v1 routes beyond loopback."""
+        if is_loopback_host(self.host) or self.insecure:
+            return
+        missing = [
+            env
+            for env, value in (
+                ("LEDGER_INGEST_TOKEN", self.ingest_token),
+                ("LEDGER_READ_TOKEN", self.read_token),
+            )
+            if value is None
+        ]
+        if missing:
+            raise UnsafeConfiguration(
+                f"refusing to bind non-loopback host {self.host!r} without "
+                f"{' and '.join(missing)}; set them or pass --insecure"
+            )

@@ -1,0 +1,35 @@
+"""The kernel's own area: rollout events and state, the event log and the operations routes.
+
+Its commands (serve, db, verify, sql, events, import, mirror) span every area; the CLI's main
+group adds them itself (ledger/app/cli/main.py).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ledger.app.area import Area, ProjectionOptions
+from ledger.log import rollout_events
+from ledger.log.projector import Projector
+from ledger.log.rollouts_projection import RolloutsProjector
+from ledger.log.tables import events, rollouts
+from ledger.mirror.tables import mirror_checkpoints
+
+
+def _projectors(options: ProjectionOptions) -> list[Projector]:
+    return [RolloutsProjector()]
+
+
+def _routers() -> list[APIRouter]:
+    from ledger.app.http import events, health, rollouts
+
+    return [health.router, events.router, rollouts.router]
+
+
+CORE = Area(
+    name="core",
+    event_types=rollout_events.EVENT_TYPES,
+    tables=(events, rollouts, mirror_checkpoints),
+    projectors=_projectors,
+    routers=_routers,
+)

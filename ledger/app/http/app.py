@@ -1,0 +1,49 @@
+"""``create_app(settings)``: the FastAPI application, built explicitly (nothing at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import ledger
+from ledger.app.areas import areas
+from ledger.app.bootstrap import open_ledger
+from ledger.app.config import Settings
+from ledger.app.http.errors import install_error_handlers
+from ledger.app.http.limits import BodySizeLimit
+from ledger.log.projector import Projector
+
+
+def create_app(settings: Settings, projectors: Sequence[Projector] | None = None) -> FastAPI:
+    """The service. ``projectors`` (default: every projection) is for ingest diagnostics only:
+    routes that read a left-out projection serve stale or missing data."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        running = await open_ledger(settings, projectors)
+        app.state.ledger = running
+        try:
+            yield
+        finally:
+            await running.close()
+
+    app = FastAPI(
+        title="Rollout ledger",
+        version=ledger.__version__,
+        description="Append-only, event-sourced ledger for RL rollout evidence (NeMo Gym).",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    for area in areas():
+        for router in area.routers():
+            app.include_router(router)
+    return app
+
+
+def create_app_from_environment() -> FastAPI:
+    """The service configured by the ``LEDGER_*`` environment alone: the factory each worker
+    process of ``ledger serve --workers N`` builds (the command exports its options first)."""
+    return create_app(Settings())

@@ -1,0 +1,50 @@
+"""Bearer-token checks. Compared in constant time; the header must be exactly ``Bearer <token>``.
+
+The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def``
+dependency in a worker thread, a thread hop per request that costs more than the check.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ledger.app.http.deps import get_ledger
+from ledger.log.errors import Unauthorized
+
+CONTROL_UNAUTHORIZED = "missing or invalid control-plane bearer token"
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    if header is None:
+        return False
+    return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
+async def require_control(request: Request) -> None:
+    ledger = get_ledger(request)
+    if not bearer_matches(request.headers.get("authorization"), ledger.control_token):
+        raise Unauthorized(CONTROL_UNAUTHORIZED)
+
+
+async def require_ingest(request: Request) -> None:
+    token = get_ledger(request).settings.ingest_token
+    if token is not None and not bearer_matches(
+        request.headers.get("authorization"), token.get_secret_value()
+    ):
+        raise Unauthorized("missing or invalid ingest bearer token")
+
+
+async def require_read(request: Request) -> None:
+    token = get_ledger(request).settings.read_token
+    if token is not None and not bearer_matches(
+        request.headers.get("authorization"), token.get_secret_value()
+    ):
+        raise Unauthorized("missing or invalid read bearer token")
+
+
+ControlAuth = Annotated[None, Depends(require_control)]
+IngestAuth = Annotated[None, Depends(require_ingest)]
+ReadAuth = Annotated[None, Depends(require_read)]

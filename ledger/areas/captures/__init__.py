@@ -1,0 +1,1 @@
+"""Model-call captures: Gym's capture lines, the capture projection, routes, mirror, importer."""

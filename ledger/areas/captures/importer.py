@@ -1,0 +1,233 @@
+"""Importing a Gym ``model_call_capture_dir``: every capture line and marker becomes an event.
+
+Files are streamed line by line in bounded chunks (memory stays flat on multi-GB directories).
+Positions follow Gym's tolerant read: blank lines are skipped, every other line consumes one;
+a line that is not a JSON object is kept as a ``model_call.damaged`` event (its text unchanged)
+so the rollout's view reports it as ``model_call_capture_records_unreadable``.
+
+Re-running adds nothing: each line's event carries the idempotency key
+``capture-import:<sha256(rollout id, position, line bytes)>``, each marker
+``capture-import-incomplete:<sha256(rollout id)>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.areas.captures.events import (
+    CAPTURE_MARKED_INCOMPLETE,
+    MODEL_CALL_CAPTURED,
+    MODEL_CALL_DAMAGED,
+    CaptureMarkedIncomplete,
+    ModelCallCaptured,
+    ModelCallDamaged,
+)
+from ledger.areas.captures.projection import exchange_sha256
+from ledger.areas.captures.queries import find_call, load_state
+from ledger.gym.capture_lines import parse_capture_text
+from ledger.gym.ids import is_valid_rollout_id
+from ledger.log.canonical import sha256_hex
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+
+CAPTURE_SUFFIX = ".capture.jsonl"
+INCOMPLETE_SUFFIX = ".capture.incomplete"
+CHUNK_LINES = 500
+CHUNK_BYTES = 4 * 1024 * 1024
+MAX_STORED_MODEL_CALL_ID = 200
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class CaptureImportSummary:
+    files: int = 0
+    rollouts: set[str] = field(default_factory=set)
+    lines: int = 0
+    captured: int = 0
+    damaged: int = 0
+    already_present: int = 0
+    conflicting_ids: int = 0
+    markers: int = 0
+    skipped_files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Line:
+    position: int
+    raw: bytes
+
+
+@dataclass
+class _ChunkOutcome:
+    captured: int = 0
+    damaged: int = 0
+    already_present: int = 0
+    conflicting_ids: int = 0
+
+
+def _line_key(rollout_id: str, position: int, raw: bytes) -> str:
+    digest = hashlib.sha256(f"{rollout_id}\0{position}\0".encode())
+    digest.update(raw)
+    return "capture-import:" + digest.hexdigest()
+
+
+def _stored_model_call_id(exchange: dict[str, Any]) -> str | None:
+    value = exchange.get("model_call_id")
+    if isinstance(value, str) and 0 < len(value) <= MAX_STORED_MODEL_CALL_ID:
+        return value
+    return None
+
+
+def _import_line(
+    tx: WriteTransaction, rollout_id: str, line: _Line, outcome: _ChunkOutcome
+) -> None:
+    key = _line_key(rollout_id, line.position, line.raw)
+    if tx.find_by_idempotency_key(key) is not None:
+        outcome.already_present += 1
+        return
+    exchanges, _invalid = parse_capture_text([line.raw])
+    damage: str | None = None
+    if not exchanges:
+        damage = "not a JSON object"
+    else:
+        exchange = exchanges[0][1]
+        model_call_id = _stored_model_call_id(exchange)
+        try:
+            sha = exchange_sha256(model_call_id, exchange)
+        except ValueError:
+            damage = "not JSON (NaN or Infinity)"
+        else:
+            if model_call_id is not None:
+                generation = tx.generation_of(rollout_id)
+                existing = find_call(tx.conn, rollout_id, generation, model_call_id)
+                if existing is not None and existing.exchange_sha256 == sha:
+                    outcome.already_present += 1
+                    return
+                if existing is not None:
+                    outcome.conflicting_ids += 1
+                    damage = f"model_call_id {model_call_id!r} repeats an earlier, different call"
+    if damage is None:
+        tx.append(
+            MODEL_CALL_CAPTURED,
+            ModelCallCaptured.model_construct(model_call_id=model_call_id, exchange=exchange),
+            rollout_id=rollout_id,
+            idempotency_key=key,
+        )
+        outcome.captured += 1
+        return
+    text = line.raw.decode("utf-8", errors="replace")
+    tx.append(
+        MODEL_CALL_DAMAGED,
+        ModelCallDamaged(raw_line=text, reason=damage),
+        rollout_id=rollout_id,
+        idempotency_key=key,
+    )
+    outcome.damaged += 1
+
+
+def _chunk_command(
+    rollout_id: str, lines: list[_Line]
+) -> Callable[[WriteTransaction], _ChunkOutcome]:
+    def command(tx: WriteTransaction) -> _ChunkOutcome:
+        outcome = _ChunkOutcome()
+        for line in lines:
+            _import_line(tx, rollout_id, line, outcome)
+        return outcome
+
+    return command
+
+
+def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
+    key = "capture-import-incomplete:" + sha256_hex(rollout_id.encode())
+
+    def command(tx: WriteTransaction) -> bool:
+        if tx.find_by_idempotency_key(key) is not None:
+            return False
+        if load_state(tx.conn, rollout_id, tx.generation_of(rollout_id)).incomplete:
+            return False
+        tx.append(
+            CAPTURE_MARKED_INCOMPLETE,
+            CaptureMarkedIncomplete(reason="imported marker"),
+            rollout_id=rollout_id,
+            idempotency_key=key,
+        )
+        return True
+
+    return command
+
+
+def _chunks(path: Path, progress: Progress | None) -> Iterator[list[_Line]]:
+    """Non-blank lines with their tolerant-read positions, a bounded chunk at a time."""
+    chunk: list[_Line] = []
+    size = 0
+    position = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            if progress is not None:
+                progress(len(raw))
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if not line.strip():
+                continue
+            chunk.append(_Line(position, line))
+            position += 1
+            size += len(line)
+            if len(chunk) >= CHUNK_LINES or size >= CHUNK_BYTES:
+                yield chunk
+                chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def scan_capture_dir(directory: Path) -> tuple[int, int]:
+    """(number of capture files and markers, total bytes) for a progress bar."""
+    files = total = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_file() and entry.name.endswith((CAPTURE_SUFFIX, INCOMPLETE_SUFFIX)):
+                files += 1
+                total += entry.stat().st_size
+    return files, total
+
+
+async def import_capture_dir(
+    store: LedgerStore, directory: Path, *, progress: Progress | None = None
+) -> CaptureImportSummary:
+    summary = CaptureImportSummary()
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.is_file():
+                continue
+            name = entry.name
+            if name.endswith(CAPTURE_SUFFIX):
+                rollout_id = name[: -len(CAPTURE_SUFFIX)]
+            elif name.endswith(INCOMPLETE_SUFFIX):
+                rollout_id = name[: -len(INCOMPLETE_SUFFIX)]
+            else:
+                continue
+            if not is_valid_rollout_id(rollout_id):
+                summary.skipped_files.append(name)
+                continue
+            summary.files += 1
+            summary.rollouts.add(rollout_id)
+            path = Path(entry.path)
+            if name.endswith(INCOMPLETE_SUFFIX):
+                if await store.execute(_marker_command(rollout_id)):
+                    summary.markers += 1
+                continue
+            for chunk in _chunks(path, progress):
+                summary.lines += len(chunk)
+                outcome = await store.execute(
+                    _chunk_command(rollout_id, chunk),
+                    size_hint=sum(len(line.raw) for line in chunk),
+                )
+                summary.captured += outcome.captured
+                summary.damaged += outcome.damaged
+                summary.already_present += outcome.already_present
+                summary.conflicting_ids += outcome.conflicting_ids
+    return summary

@@ -1,0 +1,258 @@
+"""Projections of the captures area: per-position call rows and per-rollout capture state.
+
+``call_index`` is assigned here and nowhere else: the next position of the rollout's current
+generation since its last clear. Every ``model_call.captured`` and ``model_call.damaged`` event
+consumes one, like a non-blank line of Gym's capture file under the tolerant read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, delete, insert
+
+from ledger.areas.captures.events import (
+    CAPTURE_CLEARED,
+    CAPTURE_MARKED_INCOMPLETE,
+    CAPTURE_PENDING_ANNOUNCED,
+    CAPTURE_PENDING_WITHDRAWN,
+    MODEL_CALL_CAPTURED,
+    MODEL_CALL_DAMAGED,
+)
+from ledger.areas.captures.queries import CaptureState, is_pending, load_state
+from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
+from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record
+from ledger.log.driver import DriverStatement
+from ledger.log.encoding import encode_body
+from ledger.log.projector import Projector
+from ledger.log.records import StoredEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED
+
+_HANDLED = frozenset(
+    {
+        MODEL_CALL_CAPTURED,
+        MODEL_CALL_DAMAGED,
+        CAPTURE_MARKED_INCOMPLETE,
+        CAPTURE_CLEARED,
+        CAPTURE_PENDING_ANNOUNCED,
+        CAPTURE_PENDING_WITHDRAWN,
+        ROLLOUT_DELETED,
+    }
+)
+
+
+_PAYLOADS = set(PAYLOAD_FIELDS)
+
+_CALL_COLUMNS = [column.name for column in capture_calls.columns]
+# Compiled once and run on the driver (store/driver.py): these run for every capture.
+_INSERT_CALL = DriverStatement(capture_calls.insert())
+_INSERT_STATE = DriverStatement(capture_state.insert())
+_UPDATE_STATE = DriverStatement(
+    capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
+)
+_DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
+
+
+def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
+    """The identity of a capture for model_call_id idempotency: the ``payload_sha256`` its
+    ``model_call.captured`` event has (so the projection copies it instead of hashing again)."""
+    return encode_body({"model_call_id": model_call_id, "exchange": exchange}).sha256
+
+
+def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
+    """The normalised columns of one position; a damaged row when no record can be built."""
+    try:
+        record = build_model_call_record(exchange, call_index)
+    except ValueError:
+        return {"damaged": True}
+    dump = record.model_dump(mode="json", exclude=_PAYLOADS)
+    return {
+        "damaged": False,
+        "response_id": record.response_id,
+        "client_session_id": record.client_session_id,
+        "model_ref_name": record.model_ref.name if record.model_ref is not None else None,
+        "model": record.model,
+        "dialect": record.dialect,
+        "status_code": record.status_code,
+        "response_status": record.response_status,
+        "finish_reason": record.finish_reason,
+        "error_category": record.error_category,
+        "started_at": record.started_at,
+        "completed_at": record.completed_at,
+        "latency_total_ms": record.latency_total_ms,
+        "latency_ttft_ms": record.latency_ttft_ms,
+        "tokens_in": record.tokens_in,
+        "tokens_out": record.tokens_out,
+        "tokens_reasoning": record.tokens_reasoning,
+        "tokens_total": record.tokens_total,
+        "cached_tokens": record.cached_tokens,
+        "cache_hit": record.cache_hit,
+        "cache_creation_tokens": record.cache_creation_tokens,
+        "num_tool_calls": len(record.tool_calls),
+        # Field order kept (not sorted): reads hand the record out as Gym orders it.
+        "record": json.dumps(dump, separators=(",", ":"), ensure_ascii=False),
+    }
+
+
+class CapturesProjector:
+    """Writes call and pending rows in ``apply``; keeps each touched rollout's
+    ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
+    command appending many captures to a rollout reads that row once and writes it once
+    instead of once per capture. ``tx.conn`` writes it before a command reads by SQL
+    (``DefersRows``)."""
+
+    name = "captures"
+    tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
+
+    def __init__(self) -> None:
+        # rollout_id -> its capture_state row as of the last event applied in this command;
+        # ``stored``: whether the table holds a row for the id (INSERT or UPDATE when written).
+        self._known: dict[str, CaptureState] = {}
+        # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
+        self._unwritten: dict[str, None] = {}
+
+    def handles(self, kind: str) -> bool:
+        return kind in _HANDLED
+
+    def write_pending(self, conn: Connection) -> None:
+        unwritten, self._unwritten = self._unwritten, {}
+        for rollout_id in unwritten:
+            state = self._known[rollout_id]
+            values = {
+                "generation": state.generation,
+                "next_call_index": state.next_call_index,
+                "record_count": state.record_count,
+                "damaged_count": state.damaged_count,
+                "has_evidence": state.has_evidence,
+                "incomplete": state.incomplete,
+                "pending_count": state.pending_count,
+                "cleared_seq": state.cleared_seq,
+                "last_seq": state.last_seq,
+            }
+            if state.stored:
+                _UPDATE_STATE.execute(conn, {**values, "b_rollout_id": rollout_id})
+            else:
+                _INSERT_STATE.execute(conn, {**values, "rollout_id": rollout_id})
+                self._known[rollout_id] = replace(state, stored=True)
+
+    def flush(self, conn: Connection) -> None:
+        """Write the rows; what is remembered ends with the command."""
+        self.write_pending(conn)
+        self._known = {}
+
+    def discard(self) -> None:
+        """The command's savepoint was rolled back: what was remembered is not true."""
+        self._known = {}
+        self._unwritten = {}
+
+    def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
+        known = self._known.get(rollout_id)
+        if known is None:
+            return load_state(conn, rollout_id, generation)
+        if known.generation == generation:
+            return known
+        # What load_state answers for a row of another generation (the row is known here).
+        return CaptureState(rollout_id=rollout_id, generation=generation, stored=known.stored)
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        rollout_id = event.rollout_id
+        if rollout_id is None:
+            return
+        if event.kind == ROLLOUT_DELETED:
+            self._forget_generation(conn, rollout_id, event.generation)
+            conn.execute(delete(capture_state).where(capture_state.c.rollout_id == rollout_id))
+            self._known.pop(rollout_id, None)
+            self._unwritten.pop(rollout_id, None)
+            return
+        state = self._state(conn, rollout_id, event.generation)
+        payload = event.payload
+        if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):
+            state = self._position(conn, state, event)
+        elif event.kind == CAPTURE_MARKED_INCOMPLETE:
+            state = replace(state, has_evidence=True, incomplete=True)
+        elif event.kind == CAPTURE_CLEARED:
+            self._forget_generation(conn, rollout_id, event.generation)
+            state = CaptureState(
+                rollout_id=rollout_id,
+                generation=event.generation,
+                cleared_seq=event.seq,
+                stored=state.stored,
+            )
+        elif event.kind == CAPTURE_PENDING_ANNOUNCED and payload is not None:
+            model_call_id = payload["model_call_id"]
+            if not is_pending(conn, rollout_id, event.generation, model_call_id):
+                conn.execute(
+                    insert(capture_pending).values(
+                        rollout_id=rollout_id,
+                        generation=event.generation,
+                        model_call_id=model_call_id,
+                        announced_seq=event.seq,
+                    )
+                )
+                state = replace(state, pending_count=state.pending_count + 1)
+        elif event.kind == CAPTURE_PENDING_WITHDRAWN and payload is not None:
+            state = self._settle_pending(conn, state, payload["model_call_id"])
+        self._known[rollout_id] = replace(state, last_seq=event.seq)
+        self._unwritten[rollout_id] = None
+
+    def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
+        call_index = state.next_call_index
+        state = replace(state, next_call_index=call_index + 1, has_evidence=True)
+        payload = event.payload
+        if payload is None:
+            # Redacted by compaction: only ended generations are redacted, and their rows are
+            # dropped when the tombstone is projected, so the position alone is enough here.
+            return state
+        row = dict(_DAMAGED_ROW)
+        if event.kind == MODEL_CALL_CAPTURED:
+            exchange = payload["exchange"]
+            row.update(call_columns(exchange, call_index))
+            row["model_call_id"] = payload["model_call_id"]
+            row["exchange_sha256"] = event.payload_sha256
+        row.update(
+            rollout_id=state.rollout_id,
+            generation=state.generation,
+            call_index=call_index,
+            seq=event.seq,
+        )
+        _INSERT_CALL.execute(conn, row)
+        if row["damaged"]:
+            state = replace(state, damaged_count=state.damaged_count + 1)
+        else:
+            state = replace(state, record_count=state.record_count + 1)
+        model_call_id = row.get("model_call_id")
+        if model_call_id is not None:
+            state = self._settle_pending(conn, state, model_call_id)
+        return state
+
+    def _settle_pending(
+        self, conn: Connection, state: CaptureState, model_call_id: str
+    ) -> CaptureState:
+        if state.pending_count == 0:
+            return state
+        removed = conn.execute(
+            delete(capture_pending)
+            .where(capture_pending.c.rollout_id == state.rollout_id)
+            .where(capture_pending.c.generation == state.generation)
+            .where(capture_pending.c.model_call_id == model_call_id)
+        ).rowcount
+        if removed:
+            return replace(state, pending_count=max(0, state.pending_count - removed))
+        return state
+
+    def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
+        for table in (capture_calls, capture_pending):
+            conn.execute(
+                delete(table)
+                .where(table.c.rollout_id == rollout_id)
+                .where(table.c.generation == generation)
+            )
+
+
+def projectors() -> list[Projector]:
+    return [CapturesProjector()]
+
+
+__all__ = ["CapturesProjector", "call_columns", "exchange_sha256", "projectors"]

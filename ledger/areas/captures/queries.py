@@ -1,0 +1,273 @@
+"""SQL of the captures area: decisions inside write commands (sync) and the one-read view."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import BigInteger, Connection, Integer, String, bindparam, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
+from ledger.log.driver import DriverQuery
+from ledger.log.tables import events
+
+
+@dataclass(frozen=True)
+class CaptureState:
+    """Per-rollout capture state of the current generation (all zero when never captured)."""
+
+    rollout_id: str
+    generation: int
+    next_call_index: int = 0
+    record_count: int = 0
+    damaged_count: int = 0
+    has_evidence: bool = False
+    incomplete: bool = False
+    pending_count: int = 0
+    cleared_seq: int | None = None
+    last_seq: int | None = None
+    stored: bool = False
+    """Whether a ``capture_state`` row exists for the id (whatever its generation)."""
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """What a write decision needs to know about an already captured ``model_call_id``."""
+
+    call_index: int
+    seq: int
+    exchange_sha256: str | None
+
+
+@dataclass(frozen=True)
+class CallRow:
+    """One position of a rollout, as a read returns it."""
+
+    call_index: int
+    seq: int
+    damaged: bool
+    model_call_id: str | None
+    record: dict[str, Any] | None
+    """The record without payloads (None for a damaged position)."""
+    payload: dict[str, Any] | None
+    """The event payload (only when payloads were asked for; None if redacted)."""
+    kind: str | None
+
+
+@dataclass(frozen=True)
+class CaptureView:
+    state: CaptureState
+    calls: list[CallRow]
+
+
+def _state_from_row(row: Any) -> CaptureState:
+    return CaptureState(
+        rollout_id=row.rollout_id,
+        generation=row.generation,
+        next_call_index=row.next_call_index,
+        record_count=row.record_count,
+        damaged_count=row.damaged_count,
+        has_evidence=bool(row.has_evidence),
+        incomplete=bool(row.incomplete),
+        pending_count=row.pending_count,
+        cleared_seq=row.cleared_seq,
+        last_seq=row.last_seq,
+        stored=True,
+    )
+
+
+# The write path runs these for every capture: plain text statements built once skip
+# SQLAlchemy's per-call expression construction and cache-key work (most of its cost).
+_LOAD_STATE = DriverQuery(
+    select(capture_state).where(capture_state.c.rollout_id == bindparam("rollout_id"))
+)
+_FIND_CALL = text(
+    "SELECT call_index, seq, exchange_sha256 FROM capture_calls "
+    "WHERE rollout_id = :rollout_id AND generation = :generation "
+    "AND model_call_id = :model_call_id"
+)
+
+
+_LOOKUP = DriverQuery(
+    text(
+        "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+        "s.next_call_index, c.call_index, c.seq, c.exchange_sha256 "
+        "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+        "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+        "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+        "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+        "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id = :model_call_id"
+    ).columns(
+        generation=Integer,
+        state_generation=Integer,
+        next_call_index=Integer,
+        call_index=Integer,
+        seq=BigInteger,
+        exchange_sha256=String,
+    )
+)
+
+
+@dataclass(frozen=True)
+class CaptureLookup:
+    """What an append decides on: the generation, the call already stored under the
+    model_call_id (if any) and the next position."""
+
+    generation: int
+    existing: StoredCall | None
+    next_call_index: int
+
+
+def lookup_capture(conn: Connection, rollout_id: str, model_call_id: str) -> CaptureLookup:
+    """The three facts an append needs, in one statement (it runs for every capture)."""
+    row = _LOOKUP.first(conn, {"rollout_id": rollout_id, "model_call_id": model_call_id})
+    assert row is not None  # the key row is always there
+    generation = int(row.generation)
+    existing = None
+    if row.call_index is not None:
+        existing = StoredCall(
+            call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256
+        )
+    current = row.state_generation is not None and row.state_generation == generation
+    return CaptureLookup(
+        generation=generation,
+        existing=existing,
+        next_call_index=row.next_call_index if current else 0,
+    )
+
+
+# The same three facts for many model_call_ids of one rollout (a batch request): one row per
+# call already stored under one of the ids, or a single row with NULL call columns.
+_LOOKUP_MANY = text(
+    "SELECT COALESCE(r.generation, 0) AS generation, s.generation AS state_generation, "
+    "s.next_call_index, c.model_call_id, c.call_index, c.seq, c.exchange_sha256 "
+    "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
+    "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+    "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id IN :model_call_ids"
+).bindparams(bindparam("model_call_ids", expanding=True))
+
+
+@dataclass
+class RolloutCaptureLookup:
+    """What appends of many captures to one rollout decide on: the generation, the calls
+    already stored under any of their model_call_ids, and the next position."""
+
+    generation: int
+    existing: dict[str, StoredCall]
+    next_call_index: int
+
+
+def lookup_captures(
+    conn: Connection, rollout_id: str, model_call_ids: Collection[str]
+) -> RolloutCaptureLookup:
+    """``lookup_capture`` for many model_call_ids of one rollout, in one statement."""
+    rows = conn.execute(
+        _LOOKUP_MANY, {"rollout_id": rollout_id, "model_call_ids": list(model_call_ids)}
+    ).all()
+    first = rows[0]
+    generation = int(first.generation)
+    current = first.state_generation is not None and first.state_generation == generation
+    return RolloutCaptureLookup(
+        generation=generation,
+        existing={
+            row.model_call_id: StoredCall(
+                call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256
+            )
+            for row in rows
+            if row.call_index is not None
+        },
+        next_call_index=first.next_call_index if current else 0,
+    )
+
+
+def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureState:
+    row = _LOAD_STATE.first(conn, {"rollout_id": rollout_id})
+    if row is None or row.generation != generation:
+        return CaptureState(rollout_id=rollout_id, generation=generation, stored=row is not None)
+    return _state_from_row(row)
+
+
+def find_call(
+    conn: Connection, rollout_id: str, generation: int, model_call_id: str
+) -> StoredCall | None:
+    row = conn.execute(
+        _FIND_CALL,
+        {"rollout_id": rollout_id, "generation": generation, "model_call_id": model_call_id},
+    ).first()
+    if row is None:
+        return None
+    return StoredCall(call_index=row.call_index, seq=row.seq, exchange_sha256=row.exchange_sha256)
+
+
+def is_pending(conn: Connection, rollout_id: str, generation: int, model_call_id: str) -> bool:
+    row = conn.execute(
+        select(capture_pending.c.announced_seq)
+        .where(capture_pending.c.rollout_id == rollout_id)
+        .where(capture_pending.c.generation == generation)
+        .where(capture_pending.c.model_call_id == model_call_id)
+    ).first()
+    return row is not None
+
+
+async def read_capture_view(
+    conn: AsyncConnection, rollout_id: str, *, with_payloads: bool
+) -> CaptureView:
+    """``capture_view`` on an async connection."""
+    return await conn.run_sync(capture_view, rollout_id, with_payloads)
+
+
+def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> CaptureView:
+    """The rollout's state and every position in ``call_index`` order, in ONE indexed query.
+
+    ``capture_state`` (primary key) left-joined to ``capture_calls`` (primary key prefix
+    ``rollout_id, generation``), and to ``events`` by primary key when payloads are wanted.
+    """
+    columns: list[Any] = [
+        capture_state,
+        capture_calls.c.call_index,
+        capture_calls.c.seq.label("call_seq"),
+        capture_calls.c.damaged,
+        capture_calls.c.model_call_id.label("call_model_call_id"),
+        capture_calls.c.record,
+    ]
+    joined = capture_state.outerjoin(
+        capture_calls,
+        (capture_calls.c.rollout_id == capture_state.c.rollout_id)
+        & (capture_calls.c.generation == capture_state.c.generation),
+    )
+    if with_payloads:
+        columns += [events.c.payload.label("event_payload"), events.c.kind.label("event_kind")]
+        joined = joined.outerjoin(events, events.c.seq == capture_calls.c.seq)
+    rows = conn.execute(
+        select(*columns)
+        .select_from(joined)
+        .where(capture_state.c.rollout_id == rollout_id)
+        .order_by(capture_calls.c.call_index)
+    ).all()
+    if not rows:
+        return CaptureView(state=CaptureState(rollout_id=rollout_id, generation=0), calls=[])
+    calls = []
+    for row in rows:
+        if row.call_index is None:
+            continue
+        calls.append(
+            CallRow(
+                call_index=row.call_index,
+                seq=row.call_seq,
+                damaged=bool(row.damaged),
+                model_call_id=row.call_model_call_id,
+                record=json.loads(row.record) if row.record is not None else None,
+                payload=(
+                    json.loads(row.event_payload)
+                    if with_payloads and row.event_payload is not None
+                    else None
+                ),
+                kind=row.event_kind if with_payloads else None,
+            )
+        )
+    return CaptureView(state=_state_from_row(rows[0]), calls=calls)

@@ -1,0 +1,1 @@
+"""Lineage: the token-free capture ledger, manifests, retirement fences, retire/delete."""

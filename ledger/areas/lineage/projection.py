@@ -1,0 +1,149 @@
+"""Projections of the lineage area: ledger rows, discarded rows and the removal hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, delete
+
+from ledger.areas.lineage.events import (
+    FAILURE_RECORDED,
+    REMOVAL_HOLD_RELEASED,
+    REMOVAL_HOLD_SET,
+    ROW_DISCARDED,
+    ROW_RECORDED,
+)
+from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
+from ledger.gym.lineage import staging_key_of
+from ledger.log.canonical import canonical_json, sha256_hex
+from ledger.log.projector import Projector
+from ledger.log.records import StoredEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED
+
+HOLD_ID = 1
+
+# Built once (SQLAlchemy memoises the cache key per statement object).
+_INSERT_ROW = lineage_rows.insert()
+_INSERT_DISCARDED = lineage_discarded.insert()
+_END_GENERATION = delete(lineage_rows).where(
+    lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
+)
+_RELEASE_HOLD = delete(lineage_removal_hold)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def row_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """The indexed columns of a stored row (defensive: imported rows may be loosely typed)."""
+    text = canonical_json(row)
+    if "failure_reason" in row:
+        kind = "failure"
+    elif staging_key_of(row) is not None:
+        kind = "call"
+    else:
+        kind = "lineage"
+    return {
+        "row_kind": kind,
+        "model_call_id": str(row["model_call_id"]),
+        "failure_reason": _text(row.get("failure_reason")),
+        "staging_key": staging_key_of(row),
+        "fingerprint": _text(row.get("fingerprint")),
+        "fingerprint_version": _int(row.get("fingerprint_version")),
+        "parent_call_id": _text(row.get("parent_call_id")),
+        "cum_len": _int(row.get("cum_len")),
+        "chain_hash": _text(row.get("chain_hash")),
+        "response_id": _text(row.get("response_id")),
+        "row": text,
+        "row_sha256": sha256_hex(text.encode()),
+    }
+
+
+class LineageProjector:
+    name = "lineage"
+    tables: tuple[Table, ...] = (
+        lineage_rows,
+        lineage_discarded,
+        lineage_removal_hold,
+    )
+    _KINDS = frozenset(
+        {
+            ROW_RECORDED,
+            FAILURE_RECORDED,
+            ROW_DISCARDED,
+            REMOVAL_HOLD_SET,
+            REMOVAL_HOLD_RELEASED,
+            ROLLOUT_DELETED,
+        }
+    )
+
+    def handles(self, kind: str) -> bool:
+        return kind in self._KINDS
+
+    def flush(self, conn: Connection) -> None:
+        """Nothing is deferred: ``apply`` writes every row."""
+
+    def discard(self) -> None:
+        """Nothing is deferred."""
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        payload = event.payload
+        if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
+            # The tombstone ends the generation: its rows are gone for every reader, and a
+            # rebuild after compaction (payloads redacted) agrees with the live tables.
+            conn.execute(_END_GENERATION, {"rid": event.rollout_id, "gen": event.generation})
+            return
+        if event.kind == REMOVAL_HOLD_RELEASED:
+            conn.execute(_RELEASE_HOLD)
+            return
+        if payload is None:
+            return  # redacted: only events of ended generations, whose rows are gone anyway
+        if event.kind == ROW_RECORDED and event.rollout_id is not None:
+            self._insert_row(conn, event, payload["row"])
+        elif event.kind == FAILURE_RECORDED and event.rollout_id is not None:
+            self._insert_row(conn, event, payload)
+        elif event.kind == ROW_DISCARDED:
+            conn.execute(
+                _INSERT_DISCARDED,
+                {
+                    "seq": event.seq,
+                    "rollout_id": payload["rollout_id"],
+                    "generation": payload["generation"],
+                    "model_call_id": payload["model_call_id"],
+                    "staging_key": payload["staging_key"],
+                    "discarded_at": event.recorded_at,
+                    "row": canonical_json(payload["row"]),
+                },
+            )
+        elif event.kind == REMOVAL_HOLD_SET:
+            conn.execute(delete(lineage_removal_hold))
+            conn.execute(
+                lineage_removal_hold.insert().values(
+                    hold_id=HOLD_ID,
+                    reason=payload["reason"],
+                    set_seq=event.seq,
+                    set_at=event.recorded_at,
+                )
+            )
+
+    @staticmethod
+    def _insert_row(conn: Connection, event: StoredEvent, row: dict[str, Any]) -> None:
+        assert event.rollout_id is not None
+        conn.execute(
+            _INSERT_ROW,
+            {
+                "rollout_id": event.rollout_id,
+                "generation": event.generation,
+                "seq": event.seq,
+                **row_columns(row),
+            },
+        )
+
+
+def projectors() -> list[Projector]:
+    return [LineageProjector()]

@@ -1,0 +1,261 @@
+"""Projections of the observations area: each rollout's enriched record as a materialized view.
+
+Whenever a capture, an observation bundle or a result of a rollout is appended, the rollout's
+joined observations, ``ng_trajectory`` and ``ng_perf`` are recomputed (the pure functions of
+``ledger.gym``) in the same transaction, once per command, in ``flush``. This projector
+flushes after the rollouts and capture projectors, so by then ``capture_state``,
+``capture_calls`` and ``rollouts`` include the command's events (in ``apply`` the deferred
+state rows do not yet). A rollout with captures only is stored as a template filled on read
+(projections/capture_only.py, store/record_pieces.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import Connection, Table
+
+from ledger.areas.captures.events import (
+    CAPTURE_CLEARED,
+    CAPTURE_MARKED_INCOMPLETE,
+    CAPTURE_PENDING_ANNOUNCED,
+    CAPTURE_PENDING_WITHDRAWN,
+    MODEL_CALL_CAPTURED,
+    MODEL_CALL_DAMAGED,
+)
+from ledger.areas.captures.queries import load_state
+from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
+from ledger.areas.observations.queries import (
+    AREA_TABLES,
+    ProjectedRecord,
+    RecordInputs,
+    captured_positions,
+    forget_calls,
+    forget_rollout,
+    gaps_of_state,
+    load_call_pieces,
+    load_capture_attachment,
+    load_inputs,
+    perf_columns,
+    store_call,
+    write_record,
+)
+from ledger.areas.observations.record_pieces import CallTotals, fill
+from ledger.gym.model_calls import AGGREGATE_FIELDS, dump_with_payloads
+from ledger.gym.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
+from ledger.gym.result import RolloutResult, trajectory_identity
+from ledger.log.canonical import compact_json
+from ledger.log.projector import Projector
+from ledger.log.records import StoredEvent
+from ledger.log.rollout_events import ROLLOUT_DELETED
+
+CAPTURE_KINDS = frozenset(
+    {
+        MODEL_CALL_CAPTURED,
+        MODEL_CALL_DAMAGED,
+        CAPTURE_MARKED_INCOMPLETE,
+        CAPTURE_CLEARED,
+        CAPTURE_PENDING_ANNOUNCED,
+        CAPTURE_PENDING_WITHDRAWN,
+    }
+)
+_HANDLED = CAPTURE_KINDS | {OBSERVATIONS_RECORDED, RESULT_RECORDED, ROLLOUT_DELETED}
+GAP_DOCUMENTS = ("ng_model_call_capture", "ng_agent_observations")
+
+
+def _gaps_of(document: object) -> list[Mapping[str, Any]]:
+    if not isinstance(document, Mapping) or not isinstance(document.get("gaps"), list):
+        return []
+    return [gap for gap in document["gaps"] if isinstance(gap, Mapping)]
+
+
+def project(rollout_id: str, inputs: RecordInputs, capture: dict[str, Any]) -> ProjectedRecord:
+    """The enriched record of one rollout generation and the rows the SQL views read."""
+    result = RolloutResult.model_validate(inputs.result) if inputs.result is not None else None
+    record = enrich_record(
+        RolloutEvidence(
+            rollout_id=rollout_id, capture=capture, observations=inputs.bundle, result=result
+        )
+    )
+    identity = trajectory_identity(result, rollout_id)
+    trajectory = record.get("ng_trajectory")
+    if isinstance(trajectory, Mapping):
+        gaps = [("ng_trajectory", gap) for gap in _gaps_of(trajectory)]
+        tool_calls = list(trajectory["tool_calls"])
+    else:
+        gaps = [(name, gap) for name in GAP_DOCUMENTS for gap in _gaps_of(record.get(name))]
+        tool_calls = []
+    return ProjectedRecord(
+        record=record,
+        text=compact_json(record),
+        assembled=False,
+        perf=perf_columns(record),
+        task_id=identity.task_id,
+        trajectory_rollout_id=identity.rollout_id,
+        tool_calls=tool_calls,
+        gaps=gaps,
+    )
+
+
+@dataclass
+class _Pending:
+    """A rollout whose record must be recomputed when the command ends."""
+
+    generation: int
+    last_seq: int
+    bundle: tuple[int, dict[str, Any]] | None = None
+    result: tuple[int, dict[str, Any]] | None = None
+    # Captures since the command began (or since the rollout's last clear in it): (seq, exchange).
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # A clear in this command: the stored call totals no longer count.
+    cleared: bool = False
+
+
+class ObservationsProjector:
+    """Keeps inputs as events arrive; recomputes each touched rollout's record once per command.
+
+    Recomputing on every event made a batch of n captures to one rollout cost O(n²): the record
+    is rebuilt from all its calls. ``apply`` therefore only records what changed, and ``flush``
+    (called by the writer when a command's events are all applied, inside its savepoint)
+    rebuilds each touched rollout once. The result is the same as rebuilding after every event:
+    the record is a function of the stored inputs and the last event's seq.
+    """
+
+    name = "observations"
+    tables: tuple[Table, ...] = AREA_TABLES
+
+    def __init__(self, *, check_templates: bool = False) -> None:
+        self._pending: dict[str, _Pending] = {}
+        self._assembler = CaptureOnlyAssembler()
+        # On for `ledger verify`: every capture-only record is also rebuilt in full, and its
+        # template kept only if it gives the same record (see ``_project``).
+        self._check_templates = check_templates
+
+    def handles(self, kind: str) -> bool:
+        return kind in _HANDLED
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        rollout_id = event.rollout_id
+        if rollout_id is None:
+            return
+        if event.kind == ROLLOUT_DELETED:
+            forget_rollout(conn, rollout_id)
+            self._pending.pop(rollout_id, None)
+            return
+        pending = self._pending.get(rollout_id)
+        if pending is None or pending.generation != event.generation:
+            pending = self._pending[rollout_id] = _Pending(event.generation, event.seq)
+        pending.last_seq = event.seq
+        payload = event.payload
+        if event.kind == MODEL_CALL_CAPTURED and payload is not None:
+            pending.calls.append((event.seq, payload["exchange"]))
+        elif event.kind == CAPTURE_CLEARED:
+            forget_calls(conn, rollout_id, event.generation)
+            pending.calls = []
+            pending.cleared = True
+        elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
+            pending.bundle = (event.seq, payload["bundle"])
+        elif event.kind == RESULT_RECORDED and payload is not None:
+            pending.result = (event.seq, payload)
+
+    def flush(self, conn: Connection) -> None:
+        pending_rollouts, self._pending = self._pending, {}
+        for rollout_id, pending in pending_rollouts.items():
+            kept = self._keep_calls(conn, rollout_id, pending) if pending.calls else []
+            inputs = load_inputs(conn, rollout_id, pending.generation)
+            totals = CallTotals() if pending.cleared else inputs.call_totals
+            for figures, has_entry in kept:
+                totals = totals.add(figures, has_entry=has_entry)
+            inputs = replace(inputs, call_totals=totals)
+            if pending.bundle is not None:
+                inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
+            if pending.result is not None:
+                inputs = replace(inputs, result_seq=pending.result[0], result=pending.result[1])
+            projected = self._project(conn, rollout_id, inputs)
+            failed = any(
+                gap.get("code") == TRAJECTORY_PROJECTION_FAILED
+                for name in ("ng_trajectory", *GAP_DOCUMENTS)
+                for gap in _gaps_of(projected.record.get(name))
+            )
+            write_record(
+                conn, rollout_id, inputs, projected, seq=pending.last_seq, projection_failed=failed
+            )
+
+    def discard(self) -> None:
+        self._pending = {}
+
+    def _project(self, conn: Connection, rollout_id: str, inputs: RecordInputs) -> ProjectedRecord:
+        assembled = None
+        if inputs.bundle is None and inputs.result is None:
+            assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs)
+        if assembled is not None and not self._check_templates:
+            return assembled
+        capture = load_capture_attachment(conn, rollout_id, inputs.generation)
+        full = project(rollout_id, inputs, capture)
+        if assembled is not None:
+            # Checking (``ledger verify``): the template is kept only if it gives exactly the
+            # full record, so a template the writer stored that does not is reported.
+            pieces = load_call_pieces(conn, rollout_id, inputs.generation)
+            if (
+                fill(assembled.text, pieces) == full.text
+                and assembled.perf == full.perf
+                and assembled.gaps == full.gaps
+                and assembled.tool_calls == full.tool_calls
+            ):
+                return assembled
+        return full
+
+    def _keep_calls(
+        self, conn: Connection, rollout_id: str, pending: _Pending
+    ) -> list[tuple[dict[str, Any], bool]]:
+        """Keep each captured call's record with payloads, at the position the capture
+        projector gave it: its stored payload-free record plus the exchange's payloads, so the
+        record is derived once per capture (by the capture projector), not twice.
+
+        Returns each kept call's metric figures and whether it has a trajectory entry, in
+        ``call_index`` order, for the rollout's running totals."""
+        kept: list[tuple[dict[str, Any], bool]] = []
+        positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
+        for seq, exchange in pending.calls:
+            position = positions.get(seq)
+            if position is None:  # a damaged position: Gym's merge skips it
+                continue
+            record = json.loads(position.record)
+            call = dump_with_payloads(record, exchange)
+            entry = trajectory_entry(call)
+            store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
+            kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
+        return kept
+
+
+def assemble_capture_only(
+    conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, inputs: RecordInputs
+) -> ProjectedRecord | None:
+    """The record of a rollout generation with captures only, as a template (stored text) that
+    reads fill with its calls' pieces (projections/capture_only.py); None when it must be
+    rebuilt in full."""
+    state = load_state(conn, rollout_id, inputs.generation)
+    assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps_of_state(state))
+    if assembled is None:
+        return None
+    skeleton = assembled.skeleton
+    trajectory = skeleton["ng_trajectory"]
+    identity = trajectory_identity(None, rollout_id)
+    return ProjectedRecord(
+        record=skeleton,
+        text=assembled.template,
+        assembled=True,
+        perf={**perf_columns(skeleton), "num_model_calls": assembled.num_calls},
+        task_id=identity.task_id,
+        trajectory_rollout_id=identity.rollout_id,
+        tool_calls=list(trajectory["tool_calls"]),
+        gaps=[("ng_trajectory", gap) for gap in _gaps_of(trajectory)],
+    )
+
+
+def projectors(*, check_templates: bool = False) -> list[Projector]:
+    return [ObservationsProjector(check_templates=check_templates)]

@@ -1,0 +1,478 @@
+"""SQL of the observations area: the projection's reads and writes (sync), and the reads (async).
+
+Every rollout read is one indexed lookup on ``observation_records`` by primary key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Row,
+    Select,
+    bindparam,
+    delete,
+    func,
+    select,
+    true,
+    type_coerce,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.sqltypes import NullType
+
+from ledger.areas.captures.queries import CaptureState, load_state
+from ledger.areas.captures.tables import capture_calls
+from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
+from ledger.areas.observations.tables import (
+    observation_calls,
+    observation_gaps,
+    observation_records,
+    observation_tool_calls,
+)
+from ledger.gym.capture_attachment import build_capture_attachment, capture_gaps
+from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord
+from ledger.log.canonical import compact_json
+from ledger.log.driver import DriverQuery, DriverStatement
+from ledger.log.tables import rollouts
+
+AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
+
+
+# ---- the projection's side (sync, inside the append transaction) ---------------------------
+#
+# Statements are built once with bind parameters: the projection runs on every capture append,
+# and building a SQLAlchemy statement per call costs more than executing it.
+
+_ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
+_GENERATION: BindParameter[int] = bindparam("p_generation")
+_SELECT_INPUTS = DriverQuery(
+    select(
+        observation_records.c.generation,
+        observation_records.c.bundle_seq,
+        observation_records.c.bundle,
+        observation_records.c.result_seq,
+        observation_records.c.result,
+        observation_records.c.call_totals,
+    ).where(observation_records.c.rollout_id == _ROLLOUT)
+)
+_SELECT_CALLS = DriverQuery(
+    select(observation_calls.c.call)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_SELECT_POSITIONS = DriverQuery(
+    select(
+        capture_calls.c.seq,
+        capture_calls.c.call_index,
+        capture_calls.c.damaged,
+        capture_calls.c.record,
+    )
+    .where(capture_calls.c.rollout_id == _ROLLOUT)
+    .where(capture_calls.c.generation == _GENERATION)
+    .where(capture_calls.c.seq >= bindparam("p_from_seq"))
+)
+_CALL_JOIN = observation_calls.join(
+    capture_calls,
+    (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
+    & (capture_calls.c.generation == observation_calls.c.generation)
+    & (capture_calls.c.call_index == observation_calls.c.call_index),
+)
+_SELECT_FIGURES = DriverQuery(
+    select(
+        # IS NULL reads the column's type from the row header, not its (overflowing) text.
+        type_coerce(observation_calls.c.trajectory_entry.is_not(None), NullType()).label(
+            "has_trajectory_entry"
+        ),
+        # Untyped: the numbers come back as the driver gives them (int, float or None) and
+        # asyncpg's numeric result processors need a column type the cursor does not supply.
+        *(type_coerce(capture_calls.c[name], NullType()).label(name) for name in AGGREGATE_FIELDS),
+    )
+    .select_from(_CALL_JOIN)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_SELECT_PIECES = DriverQuery(
+    select(capture_calls.c.record, observation_calls.c.trajectory_entry)
+    .select_from(_CALL_JOIN)
+    .where(observation_calls.c.rollout_id == _ROLLOUT)
+    .where(observation_calls.c.generation == _GENERATION)
+    .order_by(observation_calls.c.call_index)
+)
+_INSERT_CALL = DriverStatement(observation_calls.insert())
+_DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
+_DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
+# Writes run on the driver (store/driver.py): a rollout's record is rewritten by every command
+# that touches the rollout, i.e. on every single-capture request.
+_INSERT_RECORD = DriverStatement(observation_records.insert())
+_UPDATE_RECORD = DriverStatement(
+    observation_records.update().where(observation_records.c.rollout_id == _ROLLOUT)
+)
+_INSERT_TOOL_CALL = DriverStatement(observation_tool_calls.insert())
+_INSERT_GAP = DriverStatement(observation_gaps.insert())
+_REPLACE_ROWS = {
+    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
+    for table in (observation_tool_calls, observation_gaps)
+}
+_DELETE_BY_ROLLOUT = {
+    table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
+}
+
+
+@dataclass(frozen=True)
+class RecordInputs:
+    """What supersedes per rollout generation: the latest bundle and the latest result."""
+
+    generation: int
+    bundle_seq: int | None = None
+    bundle: dict[str, Any] | None = None
+    result_seq: int | None = None
+    result: dict[str, Any] | None = None
+    stored: bool = False
+    call_totals: CallTotals = field(default_factory=CallTotals)
+
+
+def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
+    row = _SELECT_INPUTS.first(conn, {"p_rollout_id": rollout_id})
+    if row is None:
+        return RecordInputs(generation=generation)
+    if row.generation != generation:
+        # A row of an ended generation: its inputs do not carry over to the new one.
+        return RecordInputs(generation=generation, stored=True)
+    return RecordInputs(
+        generation=generation,
+        bundle_seq=row.bundle_seq,
+        bundle=json.loads(row.bundle) if row.bundle is not None else None,
+        result_seq=row.result_seq,
+        result=json.loads(row.result) if row.result is not None else None,
+        stored=True,
+        call_totals=CallTotals.load(row.call_totals),
+    )
+
+
+@dataclass(frozen=True)
+class CapturedPosition:
+    """A position the capture projector wrote: its ``call_index`` and its record without
+    payloads (compact JSON in Gym's field order)."""
+
+    call_index: int
+    record: str
+
+
+def captured_positions(
+    conn: Connection, rollout_id: str, generation: int, from_seq: int
+) -> dict[int, CapturedPosition]:
+    """The record positions of the rollout generation written by events at ``from_seq`` or
+    later, by event seq (damaged positions are left out: Gym's merge skips them)."""
+    rows = _SELECT_POSITIONS.all(
+        conn, {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq}
+    )
+    return {
+        int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
+        for row in rows
+        if not row.damaged and row.record is not None
+    }
+
+
+def store_call(
+    conn: Connection,
+    rollout_id: str,
+    generation: int,
+    call_index: int,
+    call: Mapping[str, Any],
+    trajectory_entry: str | None,
+) -> None:
+    _INSERT_CALL.execute(
+        conn,
+        {
+            "rollout_id": rollout_id,
+            "generation": generation,
+            "call_index": call_index,
+            "call": compact_json(call),
+            "trajectory_entry": trajectory_entry,
+        },
+    )
+
+
+def count_call_totals(conn: Connection, rollout_id: str, generation: int) -> CallTotals:
+    """The running totals of the rollout generation's stored (non-damaged) calls, counted from
+    the calls themselves in ``call_index`` order (the projection keeps them call by call;
+    revision 0005 counts them for records stored before it)."""
+    rows = _SELECT_FIGURES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+    totals = CallTotals()
+    for row in rows:
+        figures = {name: getattr(row, name) for name in AGGREGATE_FIELDS}
+        totals = totals.add(figures, has_entry=bool(row.has_trajectory_entry))
+    return totals
+
+
+def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
+    """The JSON each stored call puts into a capture-only record, in ``call_index`` order."""
+    rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+    return [CallPiece(str(row.record), row.trajectory_entry) for row in rows]
+
+
+def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
+    if generation is None:
+        conn.execute(_DELETE_CALLS, {"p_rollout_id": rollout_id})
+    else:
+        conn.execute(
+            _DELETE_GENERATION_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
+        )
+
+
+def forget_rollout(conn: Connection, rollout_id: str) -> None:
+    for statement in _DELETE_BY_ROLLOUT.values():
+        conn.execute(statement, {"p_rollout_id": rollout_id})
+
+
+def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:
+    """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge).
+
+    Calls come from ``observation_calls`` (records with payloads, in ``call_index`` order);
+    the merge gaps from the capture projection's ``capture_state`` row.
+    """
+    rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
+    records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
+    gaps = gaps_of_state(load_state(conn, rollout_id, generation))
+    return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+
+
+def gaps_of_state(state: CaptureState) -> list[dict[str, Any]]:
+    """Gym's merge gaps of a rollout generation, from its capture projection row."""
+    return capture_gaps(
+        has_evidence=state.has_evidence,
+        record_count=state.record_count,
+        damaged_count=state.damaged_count,
+        incomplete=state.incomplete,
+        pending=state.pending_count > 0,
+    )
+
+
+@dataclass(frozen=True)
+class ProjectedRecord:
+    """One rollout's enriched record and the figures the SQL views show."""
+
+    # The record as built (for a spliced record, its skeleton: see projections/capture_only.py).
+    record: dict[str, Any]
+    text: str  # the stored JSON of the record, or its template when ``assembled``
+    assembled: bool
+    perf: dict[str, Any]  # the perf columns (``perf_columns``)
+    task_id: str | None
+    trajectory_rollout_id: str | None
+    tool_calls: list[Mapping[str, Any]]
+    gaps: list[tuple[str, Mapping[str, Any]]]
+
+
+def perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    perf = record.get("ng_perf") or {}
+    trajectory = record.get("ng_trajectory")
+    return {
+        "resolved": record.get("resolved"),
+        "has_trajectory": isinstance(trajectory, Mapping),
+        "num_invocations": len(trajectory["invocations"])
+        if isinstance(trajectory, Mapping)
+        else None,
+        "num_model_calls": len(trajectory["model_calls"])
+        if isinstance(trajectory, Mapping)
+        else None,
+        "num_turns": perf.get("num_turns"),
+        "num_tool_calls": perf.get("num_tool_calls"),
+        "token_observability_coverage": perf.get("token_observability_coverage"),
+        "prompt_tokens": perf.get("prompt_tokens"),
+        "cached_prompt_tokens": perf.get("cached_prompt_tokens"),
+        "completion_tokens": perf.get("completion_tokens"),
+        "reasoning_tokens": perf.get("reasoning_tokens"),
+        "total_latency_ms": perf.get("total_latency_ms"),
+    }
+
+
+def write_record(
+    conn: Connection,
+    rollout_id: str,
+    inputs: RecordInputs,
+    projected: ProjectedRecord,
+    *,
+    seq: int,
+    projection_failed: bool,
+) -> None:
+    values = {
+        "generation": inputs.generation,
+        "last_seq": seq,
+        "bundle_seq": inputs.bundle_seq,
+        "bundle": compact_json(inputs.bundle) if inputs.bundle is not None else None,
+        "result_seq": inputs.result_seq,
+        "result": compact_json(inputs.result) if inputs.result is not None else None,
+        "task_id": projected.task_id,
+        "trajectory_rollout_id": projected.trajectory_rollout_id,
+        "projection_failed": projection_failed,
+        "gap_count": len(projected.gaps),
+        "record": projected.text,
+        "assembled": projected.assembled,
+        "call_totals": inputs.call_totals.dump() if inputs.call_totals.count else None,
+        **projected.perf,
+    }
+    if inputs.stored:
+        _UPDATE_RECORD.execute(conn, {**values, "p_rollout_id": rollout_id})
+    else:
+        _INSERT_RECORD.execute(conn, {**values, "rollout_id": rollout_id})
+    for statement in _REPLACE_ROWS.values():
+        statement.execute(conn, {"p_rollout_id": rollout_id})
+    for position, tool in enumerate(projected.tool_calls):
+        _INSERT_TOOL_CALL.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "invocation_id": tool["invocation_id"],
+                "tool_call_id": tool["tool_call_id"],
+                "tool_name": tool.get("tool_name"),
+                "status": tool["status"],
+                "timing_source": tool.get("timing_source"),
+                "sandbox_id": tool.get("sandbox_id"),
+                "started_at": tool.get("started_at"),
+                "completed_at": tool.get("completed_at"),
+                "duration_ms": tool.get("duration_ms"),
+                "error_type": tool.get("error_type"),
+            },
+        )
+    for position, (document, gap) in enumerate(projected.gaps):
+        _INSERT_GAP.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "position": position,
+                "generation": inputs.generation,
+                "document": document,
+                "code": gap["code"],
+                "invocation_id": gap.get("invocation_id"),
+                "detail": gap.get("detail"),
+            },
+        )
+
+
+# ---- reads (async) -------------------------------------------------------------------------
+
+
+# A record and, when it is a template, the pieces that fill it, in ONE statement: on PostgreSQL
+# (read committed) two statements could see different commits.
+_RECORD_AND_PIECES = (
+    select(
+        observation_records.c.record,
+        observation_records.c.assembled,
+        capture_calls.c.record.label("capture_entry"),
+        observation_calls.c.trajectory_entry,
+    )
+    .select_from(
+        observation_records.outerjoin(
+            observation_calls,
+            (observation_calls.c.rollout_id == observation_records.c.rollout_id)
+            & (observation_calls.c.generation == observation_records.c.generation)
+            & (observation_records.c.assembled == true()),
+        ).outerjoin(
+            capture_calls,
+            (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
+            & (capture_calls.c.generation == observation_calls.c.generation)
+            & (capture_calls.c.call_index == observation_calls.c.call_index),
+        )
+    )
+    .where(observation_records.c.rollout_id == _ROLLOUT)
+    .order_by(observation_calls.c.call_index)
+)
+
+
+def _record_text(rows: Sequence[Row[Any]]) -> str | None:
+    if not rows:
+        return None
+    first = rows[0]
+    if not first.assembled:
+        return str(first.record)
+    pieces = [
+        CallPiece(str(row.capture_entry), row.trajectory_entry)
+        for row in rows
+        if row.capture_entry is not None
+    ]
+    return fill(str(first.record), pieces)
+
+
+async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
+    """The enriched record (JSON text) of the rollout's current generation, exactly the bytes
+    a reader gets (a template filled with its pieces: store/record_pieces.py)."""
+    rows = (await conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id})).all()
+    return _record_text(rows)
+
+
+def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
+    """``read_record_text`` on a synchronous connection (``LedgerStore.read_sync``,
+    migrations)."""
+    return _record_text(conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id}).all())
+
+
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which records an export streams. Seqs bound the seq of each record's latest change."""
+
+    after_seq: int = 0
+    until_seq: int | None = None
+    state: str | None = None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportedRecord:
+    rollout_id: str
+    last_seq: int
+    record: str
+
+
+def _filtered(query: Select[Any], selection: ExportFilter, *, after_seq: int) -> Select[Any]:
+    query = query.where(observation_records.c.last_seq > after_seq)
+    if selection.until_seq is not None:
+        query = query.where(observation_records.c.last_seq <= selection.until_seq)
+    if selection.task_id is not None:
+        query = query.where(observation_records.c.task_id == selection.task_id)
+    if selection.state is not None:
+        query = query.join(
+            rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
+        ).where(rollouts.c.state == selection.state)
+    return query
+
+
+async def export_page(
+    conn: AsyncConnection, selection: ExportFilter, *, after_seq: int, limit: int
+) -> list[ExportedRecord]:
+    """One page of records in ``last_seq`` order (keyset paging: constant memory, any size)."""
+    query = _filtered(
+        select(
+            observation_records.c.rollout_id,
+            observation_records.c.last_seq,
+            observation_records.c.record,
+            observation_records.c.assembled,
+        ).select_from(observation_records),
+        selection,
+        after_seq=after_seq,
+    )
+    rows = (await conn.execute(query.order_by(observation_records.c.last_seq).limit(limit))).all()
+    page = []
+    for row in rows:
+        record = str(row.record)
+        if row.assembled:  # a template: read it again with its pieces, in one statement
+            record = await read_record_text(conn, row.rollout_id) or record
+        page.append(ExportedRecord(row.rollout_id, row.last_seq, record))
+    return page
+
+
+async def count_exported(conn: AsyncConnection, selection: ExportFilter) -> int:
+    query = _filtered(
+        select(func.count()).select_from(observation_records),
+        selection,
+        after_seq=selection.after_seq,
+    )
+    return int((await conn.execute(query)).scalar_one())

@@ -1,1 +1,0 @@
-"""httpx clients for the ledger: capture ingest and reads, and Gym's RolloutControlClient."""

@@ -1,1 +1,0 @@
-"""Gym's shapes and pure rules, no I/O (model-call records, capture lines, attachments)."""

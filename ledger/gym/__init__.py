@@ -1,0 +1,1 @@
+"""Gym's shapes and rules, pure: no I/O, no database."""

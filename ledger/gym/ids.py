@@ -1,0 +1,47 @@
+"""Gym's rollout-id rules (contract §4): the charset, and the ``-a<n>`` attempt suffix."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ledger.log.errors import InvalidRolloutId
+
+ROLLOUT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ATTEMPT_SUFFIX = re.compile(r"^(.+)-a(\d+)$")
+# Ids become file names in the mirror; the length bound keeps them below NAME_MAX with suffixes.
+MAX_ROLLOUT_ID_LENGTH = 200
+
+
+def is_valid_rollout_id(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_ROLLOUT_ID_LENGTH
+        and ROLLOUT_ID_PATTERN.fullmatch(value) is not None
+    )
+
+
+def validate_rollout_id(value: object) -> str:
+    """Return the id unchanged, or raise ``InvalidRolloutId`` ("Invalid rollout id: '<id>'")."""
+    if not is_valid_rollout_id(value):
+        raise InvalidRolloutId(value)
+    assert isinstance(value, str)
+    return value
+
+
+def validate_rollout_ids(values: Iterable[object]) -> list[str]:
+    """Validate a whole batch first, then de-duplicate keeping the first occurrence."""
+    if isinstance(values, str | bytes):
+        raise TypeError("expected a sequence of rollout ids, not a single string")
+    checked = [validate_rollout_id(value) for value in values]
+    return list(dict.fromkeys(checked))
+
+
+def split_transport_rollout_id(value: str | None) -> tuple[str | None, int]:
+    """``"r1-a2"`` → ``("r1", 2)``; an id without a suffix is attempt 0."""
+    if value is None:
+        return None, 0
+    match = _ATTEMPT_SUFFIX.fullmatch(value)
+    if match is None:
+        return value, 0
+    return match.group(1), int(match.group(2))

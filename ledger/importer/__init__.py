@@ -1,1 +1,0 @@
-"""Importing existing Gym directories (capture files, lineage ledgers) into the ledger."""

@@ -1,0 +1,1 @@
+"""The event kernel, knowing nothing of Gym: events, hash chain, writer, the store's verbs."""

@@ -1,0 +1,33 @@
+"""A payload body in its stored form, computed once.
+
+``WriteTransaction.append`` stores and hashes ``text``; a caller that already needs the digest
+(a capture's ``payload_sha256`` is its identity) encodes the body here, outside the writer, and
+hands the result to ``append``, so the single writer thread does not encode it a second time.
+This is the one place a payload body becomes its stored text and digest: both paths go through
+it, so the bytes are the same by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.log.canonical import canonical_json, sha256_hex, storable_utf8
+
+
+@dataclass(frozen=True)
+class EncodedPayload:
+    """``body`` (the JSON-ready dict projectors see), its canonical JSON ``text`` (what the
+    event row keeps), the SHA-256 of its UTF-8 bytes and their length."""
+
+    body: dict[str, Any]
+    text: str
+    sha256: str
+    size: int
+
+
+def encode_body(body: dict[str, Any]) -> EncodedPayload:
+    """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate."""
+    text = canonical_json(body)
+    data = storable_utf8(text)
+    return EncodedPayload(body=body, text=text, sha256=sha256_hex(data), size=len(data))

@@ -1,0 +1,56 @@
+"""The projector contract."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from sqlalchemy import Connection, Table
+
+from ledger.log.records import StoredEvent
+
+
+class Projector(Protocol):
+    """Maintains some tables from events. ``apply`` runs inside the append transaction.
+
+    It must be deterministic (no clocks, no randomness beyond the event itself), because
+    ``ledger verify`` rebuilds every projection from seq 0 and expects identical rows. It must
+    also accept a redacted event (``payload is None``, after compaction of a deleted generation).
+    """
+
+    name: str
+    tables: tuple[Table, ...]
+
+    def handles(self, kind: str) -> bool: ...
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None: ...
+
+    def flush(self, conn: Connection) -> None:
+        """Finish work deferred by ``apply``; the writer calls it when a command has appended all
+        its events, inside the command's savepoint (``verify`` calls it after every event).
+
+        A projector whose rows are an expensive function of many events (a rollout's whole
+        enriched record) rebuilds them here once per command instead of once per event; one
+        whose row is overwritten by every event (a rollout's state) writes it here once. The
+        rows must come out the same either way. Projectors that do everything in ``apply``
+        do nothing here.
+        """
+        ...
+
+    def discard(self) -> None:
+        """Forget deferred work: the command failed and its savepoint was rolled back."""
+        ...
+
+
+@runtime_checkable
+class DefersRows(Protocol):
+    """A projector that keeps rows in memory while a command appends (``flush`` writes them).
+
+    Until then its tables are behind the events, so whatever reads them by SQL during the
+    command must first have them written: ``WriteTransaction.conn`` calls ``write_pending`` on
+    every such projector before handing the connection to a command. Writing early changes no
+    row, it only costs the statements that deferring saved.
+    """
+
+    def write_pending(self, conn: Connection) -> None:
+        """Write the rows kept in memory now (the command goes on appending afterwards)."""
+        ...

@@ -1,0 +1,235 @@
+"""The write transaction a command runs in: append events, read current state, all atomically."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, Row, bindparam, select
+
+from ledger.log.canonical import NotStorable, storable_utf8
+from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
+from ledger.log.driver import DriverStatement
+from ledger.log.encoding import EncodedPayload, encode_body
+from ledger.log.errors import IdempotencyConflict, InvalidPayload
+from ledger.log.events import Catalogue
+from ledger.log.projector import DefersRows, Projector
+from ledger.log.records import Appended, RolloutState, StoredEvent, as_utc
+from ledger.log.rollout_cache import RolloutCache
+from ledger.log.rollouts_projection import RolloutsProjector, rollout_after
+from ledger.log.tables import events, rollouts
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    seq: int
+    hash: str
+
+
+GENESIS = ChainHead(seq=0, hash=GENESIS_HASH)
+
+
+# Statements of the hot path are built once: building a Core statement per call (``.values()``,
+# ``where(col == value)``) costs more than executing it, because its cache key is recomputed
+# every time. Executed with a parameter dict, one compiled form is reused.
+_INSERT_EVENT = DriverStatement(events.insert())
+_SELECT_ROLLOUT = select(rollouts).where(rollouts.c.rollout_id == bindparam("b_rollout_id"))
+_SELECT_BY_IDEMPOTENCY_KEY = select(events).where(
+    events.c.idempotency_key == bindparam("b_idempotency_key")
+)
+
+
+def read_head(conn: Connection) -> ChainHead:
+    row = conn.execute(
+        select(events.c.seq, events.c.hash).order_by(events.c.seq.desc()).limit(1)
+    ).first()
+    return GENESIS if row is None else ChainHead(seq=row.seq, hash=row.hash)
+
+
+def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
+    """Decode a stored row, upcasting its payload to the kind's current version."""
+    payload: dict[str, Any] | None = None
+    if row.payload is not None:
+        payload = catalogue.upcast(row.kind, row.schema_version, json.loads(row.payload))
+    return StoredEvent(
+        seq=row.seq,
+        recorded_at=as_utc(row.recorded_at),
+        kind=row.kind,
+        # The payload handed out is at the current version, so the version must say so too.
+        schema_version=catalogue.get(row.kind).version,
+        rollout_id=row.rollout_id,
+        generation=row.generation,
+        idempotency_key=row.idempotency_key,
+        payload=payload,
+        payload_sha256=row.payload_sha256,
+        hash=row.hash,
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class WriteTransaction:
+    """Handed to each command by the writer; valid only inside that command."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        head: ChainHead,
+        catalogue: Catalogue,
+        projectors: Sequence[Projector],
+        rollouts: RolloutCache | None = None,
+    ) -> None:
+        self._conn = conn
+        self.head = head
+        self._catalogue = catalogue
+        self._projectors = projectors
+        self._deferring = [p for p in projectors if isinstance(p, DefersRows)]
+        # Rows of `rollouts` read or written by this writer (see rollout_cache.py). They can be
+        # kept up to date only when the rollouts projection runs here, as it does in a ledger.
+        self._rollouts = rollouts if rollouts is not None else RolloutCache()
+        self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
+
+    @property
+    def conn(self) -> Connection:
+        """The write connection, for a command's own SQL.
+
+        Some projectors keep rows in memory until the command ends (``rollouts``,
+        ``capture_state``: one write per command instead of one per event); they are written
+        here first, so what the command reads is up to date. Take ``tx.conn`` for each read:
+        a connection kept from before an append would read those tables as they were.
+        """
+        for projector in self._deferring:
+            projector.write_pending(self._conn)
+        return self._conn
+
+    @property
+    def catalogue(self) -> Catalogue:
+        return self._catalogue
+
+    def rollback_to(self, head: ChainHead) -> None:
+        """Forget what a rolled-back command did: its chain head and any state it read."""
+        self.head = head
+        self._rollouts.clear()
+        for projector in self._projectors:
+            projector.discard()
+
+    def finish_command(self) -> None:
+        """Let projectors finish what they deferred while the command appended (one rebuild of
+        a touched rollout per command, not per event)."""
+        for projector in self._projectors:
+            projector.flush(self._conn)
+
+    def rollout(self, rollout_id: str) -> RolloutState | None:
+        known, cached = self._rollouts.lookup(rollout_id)
+        if known:
+            return cached
+        # Through ``conn``: the row read must include what this command has appended.
+        row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
+        state = None if row is None else RolloutState.from_row(row)
+        self._rollouts.remember(rollout_id, state)
+        return state
+
+    def generation_of(self, rollout_id: str) -> int:
+        state = self.rollout(rollout_id)
+        return 0 if state is None else state.generation
+
+    def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
+        row = self._conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
+        return None if row is None else row_to_event(row, self._catalogue)
+
+    def append(
+        self,
+        kind: str,
+        payload: BaseModel | dict[str, Any] | EncodedPayload,
+        *,
+        rollout_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
+        writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
+        kind's current version, which the caller vouches for (it is not validated again)."""
+        if isinstance(payload, EncodedPayload):
+            version = self._catalogue.get(kind).version
+            encoded = payload
+        else:
+            version, body = self._catalogue.encode(kind, payload)
+            try:
+                encoded = encode_body(body)
+            except NotStorable as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        if idempotency_key is not None:
+            try:
+                storable_utf8(idempotency_key)
+            except ValueError as exc:
+                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+        payload_sha256 = encoded.sha256
+        if idempotency_key is not None:
+            existing = self.find_by_idempotency_key(idempotency_key)
+            if existing is not None:
+                if (
+                    existing.kind == kind
+                    and existing.rollout_id == rollout_id
+                    and existing.payload_sha256 == payload_sha256
+                ):
+                    return Appended(event=existing, created=False)
+                raise IdempotencyConflict(
+                    f"idempotency key {idempotency_key!r} was already used for a different event "
+                    f"(seq {existing.seq})"
+                )
+        before = self.rollout(rollout_id) if rollout_id is not None else None
+        generation = before.generation if before is not None else 0
+        seq = self.head.seq + 1
+        recorded_at = _now()
+        header = canonical_header(
+            seq=seq,
+            recorded_at=recorded_at,
+            kind=kind,
+            schema_version=version,
+            rollout_id=rollout_id,
+            generation=generation,
+            idempotency_key=idempotency_key,
+        )
+        event_hash = chain_hash(self.head.hash, header, payload_sha256)
+        _INSERT_EVENT.execute(
+            self._conn,
+            {
+                "seq": seq,
+                "recorded_at": recorded_at,
+                "kind": kind,
+                "schema_version": version,
+                "rollout_id": rollout_id,
+                "generation": generation,
+                "idempotency_key": idempotency_key,
+                "payload": encoded.text,
+                "payload_sha256": payload_sha256,
+                "hash": event_hash,
+            },
+        )
+        self.head = ChainHead(seq=seq, hash=event_hash)
+        stored = StoredEvent(
+            seq=seq,
+            recorded_at=recorded_at,
+            kind=kind,
+            schema_version=version,
+            rollout_id=rollout_id,
+            generation=generation,
+            idempotency_key=idempotency_key,
+            payload=encoded.body,
+            payload_sha256=payload_sha256,
+            hash=event_hash,
+        )
+        if rollout_id is not None:
+            if self._projects_rollouts:
+                self._rollouts.remember(rollout_id, rollout_after(before, stored))
+            else:
+                self._rollouts.forget(rollout_id)
+        for projector in self._projectors:
+            if projector.handles(kind):
+                projector.apply(self._conn, stored)
+        return Appended(event=stored, created=True)

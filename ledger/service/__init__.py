@@ -1,1 +1,0 @@
-"""Commands and queries. Each command is one writer transaction; handlers call one method."""
