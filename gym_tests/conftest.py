@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from gym_tests.support import (
-    LedgerServer,
     allow_gym_protocol_checks,
     create_postgres_database,
     drop_postgres_database,
+    ledger_serve_process,
     require_postgres,
 )
+from tests.support.server import ServerProcess
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -32,7 +33,7 @@ def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def ledger_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerServer]:
+def ledger_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
     data_dir = tmp_path / "ledger-data"
     dropped: tuple[str, str] | None = None
     if request.param == "postgres":
@@ -41,7 +42,7 @@ def ledger_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Le
         dropped = (admin, name)
     else:
         url = f"sqlite+aiosqlite:///{data_dir / 'ledger.db'}"
-    server = LedgerServer(data_dir=data_dir, database_url=url)
+    server = ledger_serve_process(data_dir=data_dir, database_url=url)
     try:
         yield server.start()
     finally:

@@ -1,20 +1,19 @@
 """What the Gym leg's tests share: a real ``ledger serve`` process (from the project's .venv,
-not this environment), a fresh PostgreSQL database per server, and Gym's Python 3.11 shim."""
+not this environment), a fresh PostgreSQL database per server, and Gym's Python 3.11 shim.
+(tests/support/server.py imports nothing but the standard library and httpx, so it runs here.)"""
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import typing
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.support.server import ServerProcess
 
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
 PROJECT_PYTHON_ENV = "LEDGER_PROJECT_PYTHON"
@@ -39,13 +38,6 @@ def allow_gym_protocol_checks() -> None:
         protocols.TokenSource,
     ):
         protocol.__protocol_attrs__ = typing._get_protocol_attrs(protocol)  # type: ignore[attr-defined]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def postgres_admin_url() -> str | None:
@@ -96,81 +88,20 @@ def drop_postgres_database(admin_url: str, name: str) -> None:
     )
 
 
-class LedgerServer:
-    """``ledger serve --upgrade`` from the project's environment, on a free loopback port."""
+def ledger_serve_process(*, data_dir: Path, database_url: str) -> ServerProcess:
+    """``ledger serve --upgrade`` run by the project's own interpreter (its .venv: the server
+    stack is not installed beside Gym), on a free loopback port."""
+    python = os.environ.get(PROJECT_PYTHON_ENV)
+    if not python:
+        raise RuntimeError(f"{PROJECT_PYTHON_ENV} is not set: run the leg by scripts/test-gym")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return ServerProcess(
+        data_dir=data_dir,
+        database_url=database_url,
+        argv=("ledger", "serve", "--upgrade"),
+        python=python,
+    )
 
-    def __init__(self, *, data_dir: Path, database_url: str, env: dict[str, str] | None = None):
-        python = os.environ.get(PROJECT_PYTHON_ENV)
-        if not python:
-            raise RuntimeError(
-                f"{PROJECT_PYTHON_ENV} is not set: run the leg with scripts/test-gym"
-            )
-        self.python = python
-        self.data_dir = data_dir
-        self.database_url = database_url
-        self.port = free_port()
-        self.extra_env = env or {}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = data_dir / f"server-{self.port}.log"
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def control_token(self) -> str:
-        return (self.data_dir / "control-token").read_text().strip()
-
-    def start(self, timeout: float = 60.0) -> LedgerServer:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        # The project's interpreter must not see this environment's packages.
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(
-            LEDGER_DATA_DIR=str(self.data_dir),
-            LEDGER_DATABASE_URL=self.database_url,
-            **self.extra_env,
-        )
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    self.python,
-                    "-m",
-                    "ledger",
-                    "serve",
-                    "--upgrade",
-                    "--port",
-                    str(self.port),
-                    "--log-level",
-                    "warning",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"ledger serve exited early:\n{self.log_path.read_text()}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)  # poll
-        self.kill()
-        raise RuntimeError(
-            f"ledger serve did not come up in {timeout}s:\n{self.log_path.read_text()}"
-        )
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+def control_token(server: ServerProcess) -> str:
+    return (server.data_dir / "control-token").read_text().strip()

@@ -8,7 +8,8 @@ import pytest
 from nemo_gym.token_id_capture.control_routes import RolloutControlClient
 from nemo_gym.token_id_capture.staging.records import RolloutManifest
 
-from gym_tests.support import LedgerServer
+from gym_tests.support import control_token
+from tests.support.server import ServerProcess
 
 DIGEST = "a" * 64
 
@@ -41,9 +42,9 @@ def row(model_call_id: str) -> dict[str, object]:
     }
 
 
-async def test_gym_client_reads_the_manifest_then_gets_410(ledger_server: LedgerServer) -> None:
+async def test_gym_client_reads_the_manifest_then_gets_410(ledger_server: ServerProcess) -> None:
     base = ledger_server.base_url
-    token = ledger_server.control_token
+    token = control_token(ledger_server)
     async with httpx.AsyncClient(base_url=base) as http:
         for call in ("c1", "c2"):
             answer = await http.post("/v1/rollouts/7-0/ledger/rows", json=row(call))
@@ -73,7 +74,7 @@ async def test_gym_client_reads_the_manifest_then_gets_410(ledger_server: Ledger
         await client.manifest("7-0")
 
 
-async def test_gym_client_is_refused_with_a_wrong_token(ledger_server: LedgerServer) -> None:
+async def test_gym_client_is_refused_with_a_wrong_token(ledger_server: ServerProcess) -> None:
     client = RolloutControlClient(
         ledger_server.base_url, auth_token="not-the-token", request_timeout_s=10
     )

@@ -8,6 +8,7 @@ the schema alembic compares), the mirror follower's areas, the HTTP routers and 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,18 +33,6 @@ def _no_projectors(options: ProjectionOptions) -> list[Projector]:
     return []
 
 
-def _no_mirror_areas() -> list[MirrorArea]:
-    return []
-
-
-def _no_commands(main: click.Group) -> None:
-    return None
-
-
-def _no_routers() -> list[APIRouter]:
-    return []
-
-
 @dataclass(frozen=True)
 class Area:
     name: str
@@ -52,9 +41,29 @@ class Area:
     # the areas, not from a registry of its own.
     tables: Sequence[Table] = ()
     projectors: Callable[[ProjectionOptions], list[Projector]] = _no_projectors
-    mirror_areas: Callable[[], list[MirrorArea]] = _no_mirror_areas
-    # The surfaces are loaded when the app or the CLI is built, not when the area is listed:
-    # a migration or a store needs the events and tables only, and a route or a command may
-    # import the composition root itself.
-    routers: Callable[[], list[APIRouter]] = _no_routers
-    register_cli: Callable[[click.Group], None] = _no_commands
+    # The surfaces, by module name, imported when the app, the CLI or the mirror is built and
+    # not when the area is listed: a migration or a store needs the events and tables only,
+    # and a route or a command may import the composition root itself. A routes module has a
+    # ``router``, a CLI module ``register(main)``, a mirror module ``areas()``.
+    route_modules: Sequence[str] = ()
+    cli_module: str | None = None
+    mirror_module: str | None = None
+
+    def routers(self) -> list[APIRouter]:
+        routers = []
+        for name in self.route_modules:
+            router = importlib.import_module(name).router
+            if not isinstance(router, APIRouter):
+                raise TypeError(f"{name}.router is not an APIRouter")
+            routers.append(router)
+        return routers
+
+    def register_cli(self, main: click.Group) -> None:
+        if self.cli_module is not None:
+            importlib.import_module(self.cli_module).register(main)
+
+    def mirror_areas(self) -> list[MirrorArea]:
+        if self.mirror_module is None:
+            return []
+        areas: list[MirrorArea] = importlib.import_module(self.mirror_module).areas()
+        return areas

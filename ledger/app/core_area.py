@@ -6,8 +6,6 @@ group adds them itself (ledger/app/cli/main.py).
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from ledger.app.area import Area, ProjectionOptions
 from ledger.log import rollout_events
 from ledger.log.projector import Projector
@@ -20,16 +18,10 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
     return [RolloutsProjector()]
 
 
-def _routers() -> list[APIRouter]:
-    from ledger.app.http import events, health, rollouts
-
-    return [health.router, events.router, rollouts.router]
-
-
 CORE = Area(
     name="core",
     event_types=rollout_events.EVENT_TYPES,
     tables=(events, rollouts, mirror_checkpoints),
     projectors=_projectors,
-    routers=_routers,
+    route_modules=("ledger.app.http.health", "ledger.app.http.events", "ledger.app.http.rollouts"),
 )

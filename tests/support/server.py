@@ -26,7 +26,8 @@ class ServerProcess:
 
     ``argv`` replaces ``ledger serve`` (the arguments after ``python -m``) with another entry
     point that takes ``--port`` and ``--log-level`` and reads the same ``LEDGER_*`` settings
-    (benchmarks/ingest_server.py).
+    (benchmarks/ingest_server.py). ``python`` is the interpreter (default: this one; the Gym
+    leg runs the project's own, from another environment).
     """
 
     def __init__(
@@ -37,12 +38,14 @@ class ServerProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         argv: Sequence[str] = ("ledger", "serve"),
+        python: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.database_url = database_url
         self.port = port or free_port()
         self.extra_env = env or {}
         self.argv = list(argv)
+        self.python = python or sys.executable
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
@@ -60,7 +63,7 @@ class ServerProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
-                sys.executable,
+                self.python,
                 "-m",
                 *self.argv,
                 "--port",

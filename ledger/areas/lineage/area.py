@@ -3,35 +3,13 @@ sees it."""
 
 from __future__ import annotations
 
-import click
-from fastapi import APIRouter
-
 from ledger.app.area import Area, ProjectionOptions
 from ledger.areas.lineage import events, projection, tables
 from ledger.log.projector import Projector
-from ledger.mirror.base import MirrorArea
 
 
 def _projectors(options: ProjectionOptions) -> list[Projector]:
     return projection.projectors()
-
-
-def _routers() -> list[APIRouter]:
-    from ledger.areas.lineage import routes
-
-    return [routes.router]
-
-
-def _register_cli(main: click.Group) -> None:
-    from ledger.areas.lineage import cli
-
-    cli.register(main)
-
-
-def _mirror_areas() -> list[MirrorArea]:
-    from ledger.areas.lineage import mirror
-
-    return mirror.areas()
 
 
 AREA = Area(
@@ -39,7 +17,7 @@ AREA = Area(
     event_types=events.EVENT_TYPES,
     tables=(tables.lineage_rows, tables.lineage_discarded, tables.lineage_removal_hold),
     projectors=_projectors,
-    mirror_areas=_mirror_areas,
-    routers=_routers,
-    register_cli=_register_cli,
+    mirror_module="ledger.areas.lineage.mirror",
+    route_modules=("ledger.areas.lineage.routes",),
+    cli_module="ledger.areas.lineage.cli",
 )

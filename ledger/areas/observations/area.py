@@ -3,9 +3,6 @@ sees it."""
 
 from __future__ import annotations
 
-import click
-from fastapi import APIRouter
-
 from ledger.app.area import Area, ProjectionOptions
 from ledger.areas.observations import events, projection, tables
 from ledger.log.projector import Projector
@@ -13,18 +10,6 @@ from ledger.log.projector import Projector
 
 def _projectors(options: ProjectionOptions) -> list[Projector]:
     return projection.projectors(check_templates=options.check_templates)
-
-
-def _routers() -> list[APIRouter]:
-    from ledger.areas.observations import routes
-
-    return [routes.router]
-
-
-def _register_cli(main: click.Group) -> None:
-    from ledger.areas.observations import cli
-
-    cli.register(main)
 
 
 AREA = Area(
@@ -37,6 +22,6 @@ AREA = Area(
         tables.observation_gaps,
     ),
     projectors=_projectors,
-    routers=_routers,
-    register_cli=_register_cli,
+    route_modules=("ledger.areas.observations.routes",),
+    cli_module="ledger.areas.observations.cli",
 )
