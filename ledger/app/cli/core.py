@@ -223,15 +223,34 @@ def events(
     default="table",
     show_default=True,
 )
-@click.option("--limit", type=int, default=10_000, show_default=True, help="At most this many rows")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many rows (default 10000) [LEDGER_SQL_MAX_ROWS]",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Cancel the query after this many seconds (default 30) [LEDGER_SQL_TIMEOUT_S]",
+)
 @database_options
 @click.pass_context
-def sql(ctx: click.Context, query: str, fmt: str, limit: int) -> None:
+def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: float | None) -> None:
     """Run a read-only SQL query (writes, ATTACH and pragma changes are refused)."""
     settings = settings_from(ctx)
+    max_rows = limit if limit is not None else settings.sql_max_rows
     result = run_async(
-        lambda: run_readonly_query(settings.resolved_database_url, query, limit=limit)
+        lambda: run_readonly_query(
+            settings.resolved_database_url,
+            query,
+            limit=max_rows,
+            timeout_s=timeout if timeout is not None else settings.sql_timeout_s,
+        )
     )
+    if result.truncated:
+        err.print(f"note: more rows than the limit; the first {max_rows} are shown (--limit)")
     if fmt == "json":
         for row in result.rows:
             click.echo(json.dumps(dict(zip(result.columns, row, strict=True)), default=str))
