@@ -12,7 +12,7 @@ from ledger.app.area import Area, ProjectionOptions
 from ledger.log import rollout_events
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
-from ledger.log.tables import events, rollouts
+from ledger.log.tables import events, log_identity, rollouts
 from ledger.mirror.tables import mirror_checkpoints
 
 
@@ -29,7 +29,7 @@ def _routers() -> list[APIRouter]:
 CORE = Area(
     name="core",
     event_types=rollout_events.EVENT_TYPES,
-    tables=(events, rollouts, mirror_checkpoints),
+    tables=(events, rollouts, log_identity, mirror_checkpoints),
     projectors=_projectors,
     routers=_routers,
 )
