@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ledger.app.area import Area, ProjectionOptions
-from ledger.log import rollout_events
+from ledger.log import compaction, rollout_events
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.tables import events, log_identity, rollouts
@@ -28,7 +28,7 @@ def _routers() -> list[APIRouter]:
 
 CORE = Area(
     name="core",
-    event_types=rollout_events.EVENT_TYPES,
+    event_types=[*rollout_events.EVENT_TYPES, *compaction.EVENT_TYPES],
     tables=(events, rollouts, log_identity, mirror_checkpoints),
     projectors=_projectors,
     routers=_routers,
