@@ -7,10 +7,10 @@ group adds them itself (ledger/app/cli/main.py).
 from __future__ import annotations
 
 from ledger.app.area import Area, ProjectionOptions
-from ledger.log import rollout_events
+from ledger.log import compaction, rollout_events
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
-from ledger.log.tables import events, rollouts
+from ledger.log.tables import events, log_identity, rollouts
 from ledger.mirror.tables import mirror_checkpoints
 
 
@@ -20,8 +20,8 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
 
 CORE = Area(
     name="core",
-    event_types=rollout_events.EVENT_TYPES,
-    tables=(events, rollouts, mirror_checkpoints),
+    event_types=[*rollout_events.EVENT_TYPES, *compaction.EVENT_TYPES],
+    tables=(events, rollouts, log_identity, mirror_checkpoints),
     projectors=_projectors,
     route_modules=("ledger.app.http.health", "ledger.app.http.events", "ledger.app.http.rollouts"),
 )

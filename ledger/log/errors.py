@@ -84,5 +84,11 @@ class ReadOnlyViolation(LedgerError):
     status_code = 400
 
 
+class QueryTimeout(LedgerError):
+    """An ad-hoc query ran longer than its statement timeout and was cancelled."""
+
+    status_code = 408
+
+
 class WriterStopped(StorageUnavailable):
     pass

@@ -48,3 +48,14 @@ rollouts = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+
+# The log's identity. ``epoch``: a random id set when the log is created and again when a copy
+# is restored (log/epoch.py), so whatever remembers a position in the log (the mirror's
+# checkpoint) can tell that seq numbers of another epoch may name other events.
+log_identity = Table(
+    "log_identity",
+    metadata,
+    Column("name", String(50), primary_key=True),
+    Column("value", String(200), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)

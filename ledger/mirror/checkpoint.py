@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.log.epoch import read_epoch, read_epoch_sync
 from ledger.log.records import as_utc
 from ledger.log.tables import events, rollouts
 from ledger.mirror.tables import mirror_checkpoints
@@ -14,24 +16,45 @@ from ledger.mirror.tables import mirror_checkpoints
 MIRROR_CHECKPOINT = "jsonl-mirror"
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    seq: int
+    # Written in the log's current epoch: otherwise (a restored copy) the same seq may name
+    # other events, and the files must be rebuilt rather than caught up.
+    trusted: bool
+
+
 def write_checkpoint(conn: Connection, seq: int, *, name: str = MIRROR_CHECKPOINT) -> None:
     now = datetime.now(UTC)
+    epoch = read_epoch_sync(conn)
     updated = conn.execute(
         update(mirror_checkpoints)
         .where(mirror_checkpoints.c.name == name)
-        .values(seq=seq, updated_at=now)
+        .values(seq=seq, updated_at=now, epoch=epoch)
     ).rowcount
     if not updated:
-        conn.execute(insert(mirror_checkpoints).values(name=name, seq=seq, updated_at=now))
+        conn.execute(
+            insert(mirror_checkpoints).values(name=name, seq=seq, updated_at=now, epoch=epoch)
+        )
+
+
+async def load_checkpoint(conn: AsyncConnection, *, name: str = MIRROR_CHECKPOINT) -> Checkpoint:
+    row = (
+        await conn.execute(
+            select(mirror_checkpoints.c.seq, mirror_checkpoints.c.epoch).where(
+                mirror_checkpoints.c.name == name
+            )
+        )
+    ).first()
+    if row is None:
+        return Checkpoint(seq=0, trusted=True)
+    return Checkpoint(seq=int(row.seq), trusted=row.epoch == await read_epoch(conn))
 
 
 async def read_checkpoint(conn: AsyncConnection, *, name: str = MIRROR_CHECKPOINT) -> int:
-    value = (
-        await conn.execute(
-            select(mirror_checkpoints.c.seq).where(mirror_checkpoints.c.name == name)
-        )
-    ).scalar()
-    return int(value or 0)
+    """The seq the mirror's files reflect; 0 for a checkpoint of another epoch."""
+    checkpoint = await load_checkpoint(conn, name=name)
+    return checkpoint.seq if checkpoint.trusted else 0
 
 
 async def recorded_at_of(conn: AsyncConnection, seq: int) -> datetime | None:

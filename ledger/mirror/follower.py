@@ -25,10 +25,21 @@ from ledger.log.records import StoredEvent
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.mirror.base import MirrorArea
-from ledger.mirror.checkpoint import read_checkpoint, recorded_at_of, write_checkpoint
+from ledger.mirror.checkpoint import (
+    load_checkpoint,
+    read_checkpoint,
+    recorded_at_of,
+    write_checkpoint,
+)
 from ledger.mirror.election import Election
 from ledger.mirror.files import PageFiles
-from ledger.mirror.sync import area_directory, fsync_parents, rewrite_touched, snapshot
+from ledger.mirror.sync import (
+    area_directory,
+    fsync_parents,
+    rebuild_mirror,
+    rewrite_touched,
+    snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +141,18 @@ class MirrorFollower:
 
     async def _recover(self) -> None:
         async with snapshot(self._store.read_engine) as conn:
-            checkpoint = await read_checkpoint(conn)
+            saved = await load_checkpoint(conn)
+            checkpoint = saved.seq
             head = await head_seq(conn)
-            if head > checkpoint:
+            if not saved.trusted:
+                # A checkpoint of another epoch (the database was restored from a backup):
+                # its seq may name other events, and files of rollouts the log no longer has
+                # may be there. Every file is rewritten and every other file removed.
+                log.warning("mirror: checkpoint of another epoch of the log; rebuilding")
+                rebuilt = await rebuild_mirror(conn, self._mirror_dir, self._areas)
+                log.info("mirror: rebuilt %d rollouts (head %d)", rebuilt.rollouts, head)
+                checkpoint = -1  # saved below, in this epoch
+            elif head > checkpoint:
                 rewritten = await rewrite_touched(
                     conn, self._mirror_dir, self._areas, after=checkpoint, upto=head
                 )

@@ -13,6 +13,9 @@ mirror_checkpoints = Table(
     # Every event with seq <= this is reflected in the mirror files.
     Column("seq", BigInteger, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # The log's epoch when the checkpoint was written (log/epoch.py): in another epoch the same
+    # seq may name other events, so the checkpoint is not trusted.
+    Column("epoch", String(200), nullable=True),
 )
 
 __all__ = ["mirror_checkpoints"]

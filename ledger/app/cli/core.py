@@ -12,17 +12,15 @@ import sys
 
 import click
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.log import migrate
 from ledger.log.adhoc import run_readonly_query
 from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import LedgerError
-from ledger.log.queries import head_seq, read_events
-from ledger.log.verify import verify_chain, verify_projections
+from ledger.log.queries import read_events
 
 
 @click.command()
@@ -158,44 +156,10 @@ def db_check(ctx: click.Context) -> None:
 @click.pass_context
 def verify(ctx: click.Context, skip_projections: bool) -> None:
     """Recompute the hash chain; rebuild every projection from seq 0 and compare."""
+    from ledger.app.cli.verify_run import run_verify
+
     settings = settings_from(ctx)
-
-    async def run() -> bool:
-        engine = create_async_db_engine(
-            settings.resolved_database_url, read_only=True, null_pool=True
-        )
-        try:
-            async with engine.connect() as conn:
-                total = await head_seq(conn)
-                with Progress(console=err, transient=True) as progress:
-                    task = progress.add_task("hash chain", total=total)
-                    chain = await verify_chain(conn, progress=lambda n: progress.advance(task, n))
-                if not chain.ok:
-                    click.echo(
-                        f"FAIL hash chain: first bad seq {chain.first_bad_seq}: {chain.problem}"
-                    )
-                    return False
-                click.echo(f"ok   hash chain: {chain.events} events")
-                if skip_projections:
-                    return True
-                with Progress(console=err, transient=True) as progress:
-                    task = progress.add_task("projections", total=total)
-                    report = await verify_projections(
-                        conn,
-                        default_catalogue(),
-                        # Capture-only records' templates are checked against full rebuilds.
-                        default_projectors(check_templates=True),
-                        progress=lambda n: progress.advance(task, n),
-                    )
-                for difference in report.differences:
-                    click.echo(f"FAIL projection {difference}")
-                if report.ok:
-                    click.echo("ok   projections: identical to a rebuild from seq 0")
-                return report.ok
-        finally:
-            await engine.dispose()
-
-    if not run_async(run):
+    if not run_async(lambda: run_verify(settings, skip_projections=skip_projections)):
         raise SystemExit(1)
 
 
@@ -259,15 +223,34 @@ def events(
     default="table",
     show_default=True,
 )
-@click.option("--limit", type=int, default=10_000, show_default=True, help="At most this many rows")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many rows (default 10000) [LEDGER_SQL_MAX_ROWS]",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Cancel the query after this many seconds (default 30) [LEDGER_SQL_TIMEOUT_S]",
+)
 @database_options
 @click.pass_context
-def sql(ctx: click.Context, query: str, fmt: str, limit: int) -> None:
+def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: float | None) -> None:
     """Run a read-only SQL query (writes, ATTACH and pragma changes are refused)."""
     settings = settings_from(ctx)
+    max_rows = limit if limit is not None else settings.sql_max_rows
     result = run_async(
-        lambda: run_readonly_query(settings.resolved_database_url, query, limit=limit)
+        lambda: run_readonly_query(
+            settings.resolved_database_url,
+            query,
+            limit=max_rows,
+            timeout_s=timeout if timeout is not None else settings.sql_timeout_s,
+        )
     )
+    if result.truncated:
+        err.print(f"note: more rows than the limit; the first {max_rows} are shown (--limit)")
     if fmt == "json":
         for row in result.rows:
             click.echo(json.dumps(dict(zip(result.columns, row, strict=True)), default=str))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ledger.app.areas import areas
-from ledger.app.cli import core, importing, mirror
+from ledger.app.cli import backup, compact, core, importing, mirror
 from ledger.app.cli.common import database_options
 
 
@@ -21,6 +21,8 @@ def main(ctx: click.Context) -> None:
 core.register(main)
 mirror.register(main)
 importing.register(main)
+backup.register(main)
+compact.register(main)
 for _area in areas():
     _area.register_cli(main)
 

@@ -134,6 +134,11 @@ class ObservationsProjector:
         # On for `ledger verify`: every capture-only record is also rebuilt in full, and its
         # template kept only if it gives the same record (see ``_project``).
         self._check_templates = check_templates
+        # Checks deferred by a replay: rollout -> (generation, last seq) of the templates stored
+        # unchecked. The check rebuilds the whole record, so a replay runs it once, on the final
+        # rows (``check_at_end``), not on every flush: O(calls) per rollout, not per event.
+        self._unchecked: dict[str, tuple[int, int]] = {}
+        self._defer_checks = False
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
@@ -145,6 +150,7 @@ class ObservationsProjector:
         if event.kind == ROLLOUT_DELETED:
             forget_rollout(conn, rollout_id)
             self._pending.pop(rollout_id, None)
+            self._unchecked.pop(rollout_id, None)
             return
         pending = self._pending.get(rollout_id)
         if pending is None or pending.generation != event.generation:
@@ -175,24 +181,38 @@ class ObservationsProjector:
                 inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
             if pending.result is not None:
                 inputs = replace(inputs, result_seq=pending.result[0], result=pending.result[1])
-            projected = self._project(conn, rollout_id, inputs)
-            failed = any(
-                gap.get("code") == TRAJECTORY_PROJECTION_FAILED
-                for name in ("ng_trajectory", *GAP_DOCUMENTS)
-                for gap in _gaps_of(projected.record.get(name))
-            )
-            write_record(
-                conn, rollout_id, inputs, projected, seq=pending.last_seq, projection_failed=failed
-            )
+            check = self._check_templates and not self._defer_checks
+            projected = self._project(conn, rollout_id, inputs, check=check)
+            if self._defer_checks and projected.assembled:
+                self._unchecked[rollout_id] = (pending.generation, pending.last_seq)
+            else:
+                self._unchecked.pop(rollout_id, None)
+            _write(conn, rollout_id, inputs, projected, pending.last_seq)
+
+    def defer_checks(self) -> None:
+        """From now on (a replay by ``ledger verify``) checks wait for ``check_at_end``."""
+        self._defer_checks = self._check_templates
+
+    def check_at_end(self, conn: Connection) -> None:
+        """Checking: the stored templates against full rebuilds; a template that does not give
+        the full record is replaced by it (so the comparison with the live tables reports it)."""
+        unchecked, self._unchecked = self._unchecked, {}
+        for rollout_id, (generation, last_seq) in unchecked.items():
+            inputs = load_inputs(conn, rollout_id, generation)
+            projected = self._project(conn, rollout_id, inputs, check=True)
+            if not projected.assembled:
+                _write(conn, rollout_id, inputs, projected, last_seq)
 
     def discard(self) -> None:
         self._pending = {}
 
-    def _project(self, conn: Connection, rollout_id: str, inputs: RecordInputs) -> ProjectedRecord:
+    def _project(
+        self, conn: Connection, rollout_id: str, inputs: RecordInputs, *, check: bool
+    ) -> ProjectedRecord:
         assembled = None
         if inputs.bundle is None and inputs.result is None:
             assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs)
-        if assembled is not None and not self._check_templates:
+        if assembled is not None and not check:
             return assembled
         capture = load_capture_attachment(conn, rollout_id, inputs.generation)
         full = project(rollout_id, inputs, capture)
@@ -230,6 +250,17 @@ class ObservationsProjector:
             store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
         return kept
+
+
+def _write(
+    conn: Connection, rollout_id: str, inputs: RecordInputs, projected: ProjectedRecord, seq: int
+) -> None:
+    failed = any(
+        gap.get("code") == TRAJECTORY_PROJECTION_FAILED
+        for name in ("ng_trajectory", *GAP_DOCUMENTS)
+        for gap in _gaps_of(projected.record.get(name))
+    )
+    write_record(conn, rollout_id, inputs, projected, seq=seq, projection_failed=failed)
 
 
 def assemble_capture_only(
