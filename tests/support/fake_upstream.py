@@ -34,7 +34,9 @@ SCENARIOS = (
     "truncated",
     "stall",
     "cut",
+    "large",
 )
+LARGE_TEXT_BYTES = 64 * 1024
 TEXT_PIECES = ("Hello", " from", " the fake upstream.")
 TOOL_ARGUMENT_PIECES = ('{"city": ', '"Paris"}')
 THOUGHT = "Let me think."
@@ -351,6 +353,8 @@ def plan_for(path: str, request: dict[str, Any]) -> Plan:
     if scenario == "server-error":
         return _error(dialect, 500)
     stream = request.get("stream") is True
+    if scenario == "large":
+        return _json(200, {"id": "big", "model": model, "text": "x" * LARGE_TEXT_BYTES})
     builder = {"chat": _chat, "responses": _responses, "messages": _messages}[dialect]
     plan = builder(model, scenario, stream)
     if scenario == "slow":

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 from fastapi import APIRouter
-from starlette.routing import Route
+from starlette.routing import Match, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ledger.app.bootstrap import Ledger
@@ -28,6 +28,21 @@ from ledger.gym.dialects import DIALECT_BY_PATH
 
 # How long shutdown waits for captures of calls already answered.
 DRAIN_TIMEOUT_S = 30.0
+
+
+class _PrefixRoute(Mount):
+    """Every request whose path starts with ``<prefix>/``, whatever its characters.
+
+    Starlette's path patterns are regexes whose ``.`` stops at a newline: a percent-encoded
+    CRLF in a rollout id would fall through to a plain 404 instead of being forwarded
+    uncorrelated as Gym does. The forwarder parses the raw path itself. (A Mount, so FastAPI
+    includes it from a router as it is.)
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and scope["path"].startswith(self.path + "/"):
+            return Match.FULL, {}
+        return Match.NONE, {}
 
 
 class _ProxyEndpoint:
@@ -82,8 +97,8 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
 def build_router() -> APIRouter:
     router = APIRouter(lifespan=_lifespan)
     endpoint = _ProxyEndpoint()
-    router.routes.append(Route("/ng-rollout/{rest:path}", endpoint, include_in_schema=False))
-    router.routes.append(Route("/upstreams/{rest:path}", endpoint, include_in_schema=False))
+    router.routes.append(_PrefixRoute("/ng-rollout", app=endpoint))
+    router.routes.append(_PrefixRoute("/upstreams", app=endpoint))
     for path in DIALECT_BY_PATH:
         router.routes.append(Route(path, endpoint, methods=["POST"], include_in_schema=False))
     return router
