@@ -72,6 +72,27 @@ def metric(proxy: Proxy, name: str) -> float:
     return total
 
 
+def all_events(proxy: Proxy) -> list[dict[str, Any]]:
+    """Every event in the log, page by page."""
+    events: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = httpx.get(f"{proxy.url}/v1/events", params={"after": after, "limit": 1000}).json()
+        events.extend(page["events"])
+        if not page["events"]:
+            return events
+        after = page["next_after"]
+
+
+def captured_ids(proxy: Proxy) -> list[str]:
+    """The model_call_id of every ``model_call.captured`` event, in log order."""
+    return [
+        event["payload"]["model_call_id"]
+        for event in all_events(proxy)
+        if event["kind"] == "model_call.captured"
+    ]
+
+
 def upstream_request_for(proxy: Proxy, path: str, marker: str) -> dict[str, Any]:
     """The request the fake upstream received whose body contains ``marker``."""
     found = [r for r in proxy.upstream.requests() if r["path"] == path and marker in r["body"]]

@@ -63,6 +63,7 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
     upstreams = load_upstreams(settings.upstreams, settings.upstream_key_envs)
     metrics = ProxyMetrics(ledger.metrics.registry)
     recorder = CaptureRecorder(ledger.captures, metrics)
+    recorder.start()
     client = httpx.AsyncClient(
         timeout=httpx.Timeout(
             settings.proxy_read_timeout_s, connect=settings.proxy_connect_timeout_s
