@@ -2,11 +2,13 @@
 
 One run: the fake upstream (tests/support/fake_upstream.py, answering after ``--delay-ms``, a
 stand-in for model time) and a real ``ledger serve --upstream`` on a fresh SQLite file, both on
-loopback. 32 concurrent keep-alive clients; rounds alternate direct and proxied phases so both
-see the same machine. Figures: non-streaming latency p50/p99 direct vs proxied (the difference
-is the added latency), time to first body byte of a chat SSE stream direct vs proxied, and the
-capture check: every proxied call the upstream answered has exactly one ``model_call.captured``
-event with the model_call_id the client got in ``x-nemo-gym-model-call-id``.
+loopback. 32 concurrent keep-alive clients, their starts spread over one model latency (so calls
+arrive as from independent agents, not in lockstep); rounds alternate direct and proxied phases
+so both see the same machine. Figures: non-streaming latency p50/p99 direct vs proxied (the
+difference is the added latency), time to first body byte of a chat SSE stream direct vs
+proxied, CPU per call of each server, and the capture check: every proxied call the upstream
+answered has exactly one ``model_call.captured`` event with the model_call_id the client got in
+``x-nemo-gym-model-call-id``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -118,6 +121,9 @@ async def _phase(port: int, path: str, *, stream: bool, calls: int, delay_ms: in
     async def client(number: int) -> None:
         connection = Connection(port)
         await connection.open()
+        # Spread the clients over one model latency: 32 clients in lockstep would arrive as
+        # one burst per round, a load no set of independent agents produces.
+        await asyncio.sleep(delay_ms / 1000 * number / CLIENTS)
         try:
             for call in range(calls):
                 reply = await connection.post(path, _body(stream, f"{number}-{call}"), delay_ms)
@@ -153,6 +159,13 @@ def _captured_ids(base_url: str) -> list[str]:
                 if e["kind"] == "model_call.captured"
             ]
             after = page["next_after"]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (from /proc): a figure the machine's other load
+    barely moves, unlike latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pending(base_url: str) -> float:
@@ -196,6 +209,9 @@ async def _run(
     upstream: FakeUpstreamProcess, server: ServerProcess, *, calls: int, rounds: int, delay_ms: int
 ) -> tuple[list[str], int]:
     results: dict[tuple[str, bool], Phase] = {}
+    cpu: dict[str, float] = {"direct": 0.0, "proxied": 0.0}
+    assert server.process is not None and upstream.process is not None
+    pids = {"direct": upstream.process.pid, "proxied": server.process.pid}
     rollout = f"bench-{uuid.uuid4().hex[:8]}"
     proxied_path = f"/ng-rollout/{rollout}{CHAT}"
     # Warm both paths (connections, imports, the first writer batch).
@@ -207,7 +223,9 @@ async def _run(
                 ("direct", upstream.port, CHAT),
                 ("proxied", server.port, proxied_path),
             ):
+                before = _cpu_s(pids[name])
                 phase = await _phase(port, path, stream=stream, calls=calls, delay_ms=delay_ms)
+                cpu[name] += _cpu_s(pids[name]) - before
                 total = results.setdefault((name, stream), Phase())
                 total.latencies += phase.latencies
                 total.first_bytes += phase.first_bytes
@@ -228,6 +246,17 @@ async def _run(
         direct = _percentile(getattr(results[("direct", stream)], values), q)
         proxied = _percentile(getattr(results[("proxied", stream)], values), q)
         print(f"{label:28}{direct:10.2f}{proxied:10.2f}{proxied - direct:10.2f}")
+    direct_calls = len(results[("direct", False)].latencies) + len(
+        results[("direct", True)].latencies
+    )
+    proxied_calls = len(results[("proxied", False)].latencies) + len(
+        results[("proxied", True)].latencies
+    )
+    print(
+        f"CPU per call: fake upstream {cpu['direct'] / direct_calls * 1000:.2f} ms (direct), "
+        f"ledger serve {cpu['proxied'] / proxied_calls * 1000:.2f} ms (proxied and captured; "
+        "captures still being appended at a phase's end are counted in the next)"
+    )
     failures = sum(phase.failures for phase in results.values())
     answered = warm.ids + results[("proxied", False)].ids + results[("proxied", True)].ids
     return answered, failures
