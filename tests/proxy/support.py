@@ -17,8 +17,6 @@ from ledger.gym.observed_calls import ObservedCall, exchange_of
 from tests.support.fake_upstream import FakeUpstreamProcess, plan_for
 from tests.support.server import ServerProcess
 
-# Measured by the proxy, so not predictable: compared for sanity, not for equality.
-TIMING_FIELDS = ("started_at", "completed_at", "latency_total_ms", "latency_ttft_ms")
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"
 CLIENT_KEY = "client-own-key"
 READ_TIMEOUT_S = 1.0

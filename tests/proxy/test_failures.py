@@ -26,6 +26,9 @@ from tests.proxy.support import (
 )
 from tests.support.fake_upstream import LARGE_TEXT_BYTES, plan_for
 
+# Real server and upstream processes (tests/proxy/conftest.py).
+pytestmark = pytest.mark.slow
+
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 

@@ -30,6 +30,9 @@ from tests.proxy.support import (
 )
 from tests.support.fake_upstream import plan_for
 
+# Real server and upstream processes (tests/proxy/conftest.py).
+pytestmark = pytest.mark.slow
+
 CHAT = "/v1/chat/completions"
 
 HOSTILE_IDS = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,8 +16,11 @@ from ledger.app.cli.main import main
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.areas.proxy.upstreams import load_upstreams
+from ledger.gym.dialects import MODEL_CALL_ID_HEADER
 from ledger.log.errors import UnsafeConfiguration
+from tests.support.databases import sqlite_url
 from tests.support.fake_upstream import FakeUpstreamProcess
+from tests.support.server import ServerProcess
 
 
 @pytest.mark.parametrize(
@@ -115,3 +119,45 @@ async def test_with_an_ingest_token_the_proxy_requires_it_and_never_forwards_it(
     received = [r for r in upstream.requests() if marker in r["body"]]
     assert len(received) == 2
     assert "ingest-secret" not in str([r["headers"] for r in received])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_upstream_option_proxies_and_captures(
+    tmp_path: Path, upstream: FakeUpstreamProcess, workers: int
+) -> None:
+    """``ledger serve --upstream NAME=URL`` end to end; with ``--workers 2`` the option reaches
+    the worker processes through the environment (as JSON)."""
+    server = ServerProcess(
+        data_dir=tmp_path / "data",
+        database_url=sqlite_url(tmp_path),
+        argv=(
+            "ledger",
+            "serve",
+            "--upgrade",
+            "--workers",
+            str(workers),
+            "--upstream",
+            f"cli={upstream.url}",
+        ),
+    )
+    (tmp_path / "data").mkdir()
+    with server:
+        if workers > 1:
+            server.wait_for_children(workers)
+        rollout_id = f"cli-{workers}"
+        response = httpx.post(
+            f"{server.base_url}/ng-rollout/{rollout_id}/v1/chat/completions",
+            json={"model": "plain", "messages": []},
+        )
+        assert response.status_code == 200
+        model_call_id = response.headers[MODEL_CALL_ID_HEADER]
+        deadline = time.monotonic() + 30
+        while True:
+            calls = httpx.get(f"{server.base_url}/v1/rollouts/{rollout_id}/model-calls").json()
+            if calls["calls"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)  # poll
+        [record] = calls["calls"]
+        assert record["model_call_id"] == model_call_id
+        assert record["model_ref"]["name"] == "cli"
