@@ -126,7 +126,9 @@ async def _phase(port: int, path: str, *, stream: bool, calls: int, delay_ms: in
         await asyncio.sleep(delay_ms / 1000 * number / CLIENTS)
         try:
             for call in range(calls):
-                reply = await connection.post(path, _body(stream, f"{number}-{call}"), delay_ms)
+                reply = await connection.post(
+                    path.replace("{n}", str(number)), _body(stream, f"{number}-{call}"), delay_ms
+                )
                 if reply.status != 200:
                     phase.failures += 1
                     continue
@@ -212,8 +214,8 @@ async def _run(
     cpu: dict[str, float] = {"direct": 0.0, "proxied": 0.0}
     assert server.process is not None and upstream.process is not None
     pids = {"direct": upstream.process.pid, "proxied": server.process.pid}
-    rollout = f"bench-{uuid.uuid4().hex[:8]}"
-    proxied_path = f"/ng-rollout/{rollout}{CHAT}"
+    # One rollout per client (an agent's rollout), as in an RL run; "{n}" is the client.
+    proxied_path = f"/ng-rollout/bench-{uuid.uuid4().hex[:8]}-{{n}}{CHAT}"
     # Warm both paths (connections, imports, the first writer batch).
     await _phase(upstream.port, CHAT, stream=False, calls=2, delay_ms=delay_ms)
     warm = await _phase(server.port, proxied_path, stream=False, calls=2, delay_ms=delay_ms)
