@@ -220,6 +220,9 @@ class Forwarder:
             return
         buffer = _CaptureBuffer(self._limits.max_response_bytes)
         streaming = is_event_stream(response.headers.get("content-type"))
+        # The capture is taken however the relay ends: normally, cut off, the client gone, or
+        # this request cancelled (server shutdown): what was seen is what is captured.
+        outcome = _Outcome()
         try:
             await send(
                 {
@@ -228,20 +231,25 @@ class Forwarder:
                     "headers": client_response_headers(response.headers.raw) + id_header,
                 }
             )
-            outcome = await self._relay(response, receive, send, buffer, streaming)
+            await self._relay(response, receive, send, buffer, streaming, outcome)
+        except OSError:  # the client went away before the answer could start
+            outcome.failure, outcome.aborted = "cancelled", True
+        except BaseException:  # this request is cancelled (server shutdown)
+            outcome.failure, outcome.aborted = "cancelled", True
+            raise
         finally:
             await response.aclose()
-        if call is not None and captured:
-            self._submit(
-                call,
-                call.observed(
-                    started,
-                    response.status_code,
-                    buffer.value(),
-                    streaming=streaming,
-                    outcome=outcome,
-                ),
-            )
+            if call is not None and captured:
+                self._submit(
+                    call,
+                    call.observed(
+                        started,
+                        response.status_code,
+                        buffer.value(),
+                        streaming=streaming,
+                        outcome=outcome,
+                    ),
+                )
         # An aborted answer returns without its final body message: the server then cuts the
         # connection, and the client sees the answer was cut short, as the upstream's was.
 
@@ -256,8 +264,9 @@ class Forwarder:
         send: Send,
         buffer: _CaptureBuffer,
         streaming: bool,
-    ) -> _Outcome:
-        outcome = _Outcome()
+        outcome: _Outcome,
+    ) -> None:
+        """Relay the answer, recording in ``outcome`` how it ended."""
         pump = asyncio.create_task(self._pump(response, send, buffer, outcome))
         watch = asyncio.create_task(_wait_for_disconnect(receive))
         try:
@@ -272,10 +281,10 @@ class Forwarder:
             await asyncio.gather(pump, return_exceptions=True)
             outcome.failure = "cancelled"
             outcome.aborted = True
-            return outcome
+            return
         error = pump.exception()
         if error is None:
-            return outcome
+            return
         outcome.aborted = True
         if isinstance(error, OSError):  # the client went away while we were sending
             outcome.failure = "cancelled"
@@ -288,7 +297,6 @@ class Forwarder:
         else:
             outcome.failure = exception_category(error)
             log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
-        return outcome
 
     async def _pump(
         self, response: httpx.Response, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
