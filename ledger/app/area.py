@@ -44,7 +44,8 @@ class Area:
     # The surfaces, by module name, imported when the app, the CLI or the mirror is built and
     # not when the area is listed: a migration or a store needs the events and tables only,
     # and a route or a command may import the composition root itself. A routes module has a
-    # ``router``, a CLI module ``register(main)``, a mirror module ``areas()``.
+    # ``router`` (or ``build_router()``, for a router with state of its own per app), a CLI
+    # module ``register(main)``, a mirror module ``areas()``.
     route_modules: Sequence[str] = ()
     cli_module: str | None = None
     mirror_module: str | None = None
@@ -52,7 +53,9 @@ class Area:
     def routers(self) -> list[APIRouter]:
         routers = []
         for name in self.route_modules:
-            router = importlib.import_module(name).router
+            module = importlib.import_module(name)
+            build = getattr(module, "build_router", None)
+            router = build() if build is not None else module.router
             if not isinstance(router, APIRouter):
                 raise TypeError(f"{name}.router is not an APIRouter")
             routers.append(router)

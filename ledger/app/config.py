@@ -52,6 +52,15 @@ class Settings(BaseSettings):
     # `ledger sql`: a query left running pins a read snapshot (the WAL grows behind it).
     sql_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
     sql_max_rows: int = Field(default=10_000, ge=1)
+    # The capture proxy (docs/proxy.md): NAME -> URL, the first is the default upstream.
+    upstreams: dict[str, str] = Field(default_factory=dict)
+    # NAME -> the environment variable holding that upstream's API key (never the key itself).
+    upstream_key_envs: dict[str, str] = Field(default_factory=dict)
+    proxy_max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    proxy_max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    proxy_connect_timeout_s: float = Field(default=10.0, gt=0)
+    proxy_read_timeout_s: float = Field(default=600.0, gt=0)
+    proxy_max_connections: int = Field(default=512, ge=1)
 
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:
@@ -60,6 +69,14 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             if value is not None and not value.get_secret_value():
                 setattr(self, name, None)
+        return self
+
+    @model_validator(mode="after")
+    def _check_upstreams(self) -> Settings:
+        from ledger.areas.proxy.upstreams import check_key_envs, check_upstreams
+
+        check_upstreams(self.upstreams)
+        check_key_envs(self.upstream_key_envs, self.upstreams)
         return self
 
     @property

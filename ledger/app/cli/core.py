@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ledger.app.areas import default_catalogue
 from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.areas.proxy.cli import upstream_options
 from ledger.log import migrate
 from ledger.log.adhoc import run_readonly_query
 from ledger.log.engines import create_async_db_engine
@@ -39,6 +40,7 @@ from ledger.log.queries import read_events
     help="Server processes on the port, each with its own writer (docs/operations.md)",
 )
 @database_options
+@upstream_options
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -84,7 +86,8 @@ def serve(
     overrides = {**(ctx.obj or {}), "host": host, "port": port, "insecure": insecure}
     os.environ.update(
         {
-            f"LEDGER_{name.upper()}": str(value)
+            # Mappings (--upstream) as JSON, which is how pydantic-settings reads them.
+            f"LEDGER_{name.upper()}": json.dumps(value) if isinstance(value, dict) else str(value)
             for name, value in overrides.items()
             if value is not None
         }

@@ -1,0 +1,280 @@
+"""The capture proxy's added latency: direct to the fake upstream vs through ``ledger serve``.
+
+One run: the fake upstream (tests/support/fake_upstream.py, answering after ``--delay-ms``, a
+stand-in for model time) and a real ``ledger serve --upstream`` on a fresh SQLite file, both on
+loopback. 32 concurrent keep-alive clients, their starts spread over one model latency (so calls
+arrive as from independent agents, not in lockstep); rounds alternate direct and proxied phases
+so both see the same machine. Figures: non-streaming latency p50/p99 direct vs proxied (the
+difference is the added latency), time to first body byte of a chat SSE stream direct vs
+proxied, CPU per call of each server, and the capture check: every proxied call the upstream
+answered has exactly one ``model_call.captured`` event with the model_call_id the client got in
+``x-nemo-gym-model-call-id``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ledger.gym.dialects import MODEL_CALL_ID_HEADER
+from tests.support.fake_upstream import FakeUpstreamProcess
+from tests.support.server import ServerProcess
+
+DESCRIPTION = "capture proxy: added latency p50/p99, stream TTFB direct vs proxied, no capture lost"
+
+CLIENTS = 32
+CHAT = "/v1/chat/completions"
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    first_byte_s: float
+    total_s: float
+
+
+@dataclass
+class Phase:
+    latencies: list[float] = field(default_factory=list)
+    first_bytes: list[float] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    failures: int = 0
+
+
+class Connection:
+    """HTTP/1.1 keep-alive: content-length and chunked replies, timing the first body byte.
+    (httpx costs more CPU per request than the proxy under test would add.)"""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self._port)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            await self._writer.wait_closed()
+
+    async def post(self, path: str, body: bytes, delay_ms: int) -> Reply:
+        assert self._reader is not None and self._writer is not None
+        started = time.perf_counter()
+        self._writer.write(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"x-fake-delay-ms: {delay_ms}\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
+        status = int((await self._reader.readline()).split()[1])
+        headers: dict[str, str] = {}
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "content-length" in headers:
+            first = await self._reader.readexactly(1)
+            first_byte = time.perf_counter()
+            await self._reader.readexactly(int(headers["content-length"]) - len(first))
+        else:  # chunked
+            first_byte = 0.0
+            while True:
+                size = int((await self._reader.readline()).strip(), 16)
+                if not first_byte:
+                    first_byte = time.perf_counter()
+                await self._reader.readexactly(size + 2)
+                if size == 0:
+                    break
+        finished = time.perf_counter()
+        return Reply(status, headers, first_byte - started, finished - started)
+
+
+def _body(stream: bool, marker: str) -> bytes:
+    return json.dumps(
+        {
+            "model": "plain",
+            "stream": stream,
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant. " * 20},
+                {"role": "user", "content": marker},
+            ],
+        }
+    ).encode()
+
+
+async def _phase(port: int, path: str, *, stream: bool, calls: int, delay_ms: int) -> Phase:
+    phase = Phase()
+
+    async def client(number: int) -> None:
+        connection = Connection(port)
+        await connection.open()
+        # Spread the clients over one model latency: 32 clients in lockstep would arrive as
+        # one burst per round, a load no set of independent agents produces.
+        await asyncio.sleep(delay_ms / 1000 * number / CLIENTS)
+        try:
+            for call in range(calls):
+                reply = await connection.post(
+                    path.replace("{n}", str(number)), _body(stream, f"{number}-{call}"), delay_ms
+                )
+                if reply.status != 200:
+                    phase.failures += 1
+                    continue
+                phase.latencies.append(reply.total_s)
+                phase.first_bytes.append(reply.first_byte_s)
+                if MODEL_CALL_ID_HEADER in reply.headers:
+                    phase.ids.append(reply.headers[MODEL_CALL_ID_HEADER])
+        finally:
+            await connection.close()
+
+    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    return phase
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1] * 1000
+
+
+def _captured_ids(base_url: str) -> list[str]:
+    ids: list[str] = []
+    after = 0
+    with httpx.Client(base_url=base_url, timeout=60) as http:
+        while True:
+            page = http.get("/v1/events", params={"after": after, "limit": 1000}).json()
+            if not page["events"]:
+                return ids
+            ids += [
+                e["payload"]["model_call_id"]
+                for e in page["events"]
+                if e["kind"] == "model_call.captured"
+            ]
+            after = page["next_after"]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (from /proc): a figure the machine's other load
+    barely moves, unlike latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pending(base_url: str) -> float:
+    for line in httpx.get(f"{base_url}/metrics").text.splitlines():
+        if line.startswith("ledger_proxy_captures_pending "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench proxy")
+    parser.add_argument("--quick", action="store_true", help="fewer calls per client")
+    parser.add_argument("--calls", type=int, default=None, help="calls per client per phase")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--delay-ms", type=int, default=100, help="the fake model's latency")
+    args = parser.parse_args(argv)
+    calls = args.calls or (5 if args.quick else 20)
+    rounds = args.rounds or (1 if args.quick else 3)
+    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as scratch:
+        directory = Path(scratch)
+        upstream = FakeUpstreamProcess(directory, record=False).start()
+        server = ServerProcess(
+            data_dir=directory / "data",
+            database_url=f"sqlite+aiosqlite:///{directory / 'ledger.db'}",
+            env={"LEDGER_UPSTREAMS": json.dumps({"fake": upstream.url})},
+            argv=("ledger", "serve", "--upgrade"),
+        )
+        (directory / "data").mkdir()
+        try:
+            server.start(timeout=60)
+            answered, failures = asyncio.run(
+                _run(upstream, server, calls=calls, rounds=rounds, delay_ms=args.delay_ms)
+            )
+            _check_captures(server.base_url, answered, failures)
+        finally:
+            server.stop()
+            upstream.stop()
+
+
+async def _run(
+    upstream: FakeUpstreamProcess, server: ServerProcess, *, calls: int, rounds: int, delay_ms: int
+) -> tuple[list[str], int]:
+    results: dict[tuple[str, bool], Phase] = {}
+    cpu: dict[str, float] = {"direct": 0.0, "proxied": 0.0}
+    assert server.process is not None and upstream.process is not None
+    pids = {"direct": upstream.process.pid, "proxied": server.process.pid}
+    # One rollout per client (an agent's rollout), as in an RL run; "{n}" is the client.
+    proxied_path = f"/ng-rollout/bench-{uuid.uuid4().hex[:8]}-{{n}}{CHAT}"
+    # Warm both paths (connections, imports, the first writer batch).
+    await _phase(upstream.port, CHAT, stream=False, calls=2, delay_ms=delay_ms)
+    warm = await _phase(server.port, proxied_path, stream=False, calls=2, delay_ms=delay_ms)
+    for _ in range(rounds):
+        for stream in (False, True):
+            for name, port, path in (
+                ("direct", upstream.port, CHAT),
+                ("proxied", server.port, proxied_path),
+            ):
+                before = _cpu_s(pids[name])
+                phase = await _phase(port, path, stream=stream, calls=calls, delay_ms=delay_ms)
+                cpu[name] += _cpu_s(pids[name]) - before
+                total = results.setdefault((name, stream), Phase())
+                total.latencies += phase.latencies
+                total.first_bytes += phase.first_bytes
+                total.ids += phase.ids
+                total.failures += phase.failures
+    print(
+        f"{CLIENTS} clients, {calls} calls each per phase, {rounds} rounds, "
+        f"fake model latency {delay_ms} ms, SQLite FULL"
+    )
+    print(f"{'':28}{'direct':>10}{'proxied':>10}{'added':>10}")
+    for label, stream, values, q in (
+        ("non-streaming p50 (ms)", False, "latencies", 50),
+        ("non-streaming p99 (ms)", False, "latencies", 99),
+        ("stream first byte p50 (ms)", True, "first_bytes", 50),
+        ("stream first byte p99 (ms)", True, "first_bytes", 99),
+        ("stream complete p50 (ms)", True, "latencies", 50),
+    ):
+        direct = _percentile(getattr(results[("direct", stream)], values), q)
+        proxied = _percentile(getattr(results[("proxied", stream)], values), q)
+        print(f"{label:28}{direct:10.2f}{proxied:10.2f}{proxied - direct:10.2f}")
+    direct_calls = len(results[("direct", False)].latencies) + len(
+        results[("direct", True)].latencies
+    )
+    proxied_calls = len(results[("proxied", False)].latencies) + len(
+        results[("proxied", True)].latencies
+    )
+    print(
+        f"CPU per call: fake upstream {cpu['direct'] / direct_calls * 1000:.2f} ms (direct), "
+        f"ledger serve {cpu['proxied'] / proxied_calls * 1000:.2f} ms (proxied and captured; "
+        "captures still being appended at a phase's end are counted in the next)"
+    )
+    failures = sum(phase.failures for phase in results.values())
+    answered = warm.ids + results[("proxied", False)].ids + results[("proxied", True)].ids
+    return answered, failures
+
+
+def _check_captures(base_url: str, answered: list[str], failures: int) -> None:
+    deadline = time.monotonic() + 60
+    while _pending(base_url) and time.monotonic() < deadline:
+        time.sleep(0.05)  # poll: captures land after their answers
+    captured = Counter(_captured_ids(base_url))
+    missing = [i for i in answered if captured[i] == 0]
+    doubled = [i for i, n in captured.items() if n > 1]
+    unexpected = set(captured) - set(answered)
+    ok = not missing and not doubled and not unexpected and failures == 0
+    print(
+        f"captures: {len(answered)} proxied calls answered, {sum(captured.values())} captured; "
+        f"missing {len(missing)}, duplicated {len(doubled)}, unexpected {len(unexpected)}, "
+        f"failed calls {failures} -> {'OK' if ok else 'FAIL'}"
+    )

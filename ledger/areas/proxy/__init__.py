@@ -1,0 +1,1 @@
+"""The capture proxy: an OpenAI- and Anthropic-compatible endpoint that records every exchange."""

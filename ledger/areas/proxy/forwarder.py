@@ -1,0 +1,395 @@
+"""One proxied call: read the request (bounded), forward it with httpx, pass the answer through
+as it arrives, and hand what was seen to the recorder once the client has it all.
+
+Pure ASGI: the body goes to the client chunk by chunk exactly as the upstream sent it (no
+re-encoding, no buffering beyond one chunk), while a bounded copy is kept for the capture. A
+task watches for the client going away, so a disconnect mid-stream closes the upstream call at
+once and still leaves a capture of what was seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import httpx
+from starlette.types import Receive, Scope, Send
+
+from ledger.areas.proxy.errors import is_anthropic_style, send_error
+from ledger.areas.proxy.headers import (
+    RawHeaders,
+    client_presents,
+    client_response_headers,
+    single_value,
+    upstream_request_headers,
+)
+from ledger.areas.proxy.metrics import ProxyMetrics
+from ledger.areas.proxy.recorder import CaptureRecorder
+from ledger.areas.proxy.targets import Target, TargetNotFound, parse_target
+from ledger.areas.proxy.upstreams import Upstream
+from ledger.gym.dialects import MODEL_CALL_ID_HEADER, SESSION_ID_HEADER
+from ledger.gym.error_categories import exception_category
+from ledger.gym.observed_calls import ObservedCall
+from ledger.gym.sse import is_event_stream
+
+log = logging.getLogger(__name__)
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body arrived whole."""
+
+
+@dataclass(frozen=True)
+class ProxyLimits:
+    max_request_bytes: int
+    max_response_bytes: int
+
+
+class _CaptureBuffer:
+    """A copy of the response body up to ``limit`` bytes; past it, nothing is kept."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.overflowed = False
+
+    def add(self, chunk: bytes) -> None:
+        if self.overflowed:
+            return
+        self._size += len(chunk)
+        if self._size > self._limit:
+            self.overflowed = True
+            self._chunks.clear()
+            return
+        self._chunks.append(chunk)
+
+    def value(self) -> bytes | None:
+        return None if self.overflowed else b"".join(self._chunks)
+
+
+@dataclass
+class _Outcome:
+    """How the answer ended: ``failure`` is a Gym category when it did not end normally;
+    ``aborted`` when the client's response has to be cut off to say so."""
+
+    failure: str | None = None
+    aborted: bool = False
+    first_byte_at: float | None = None
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None once it passes ``limit`` (nothing more is kept)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class Forwarder:
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        upstreams: Mapping[str, Upstream],
+        recorder: CaptureRecorder,
+        metrics: ProxyMetrics,
+        limits: ProxyLimits,
+        ingest_token: str | None,
+    ) -> None:
+        self._client = client
+        self._upstreams = dict(upstreams)
+        self._default = next(iter(self._upstreams.values()), None)
+        self._recorder = recorder
+        self._metrics = metrics
+        self._limits = limits
+        self._ingest_token = ingest_token
+
+    def _upstream(self, name: str | None) -> Upstream | str:
+        """The upstream, or the message of the 404 that says why there is none."""
+        if self._default is None:
+            return "the capture proxy has no upstream (ledger serve --upstream NAME=URL)"
+        if name is None:
+            return self._default
+        found = self._upstreams.get(name)
+        if found is None:
+            known = ", ".join(self._upstreams)
+            return f"unknown upstream {name[:64]!r}; configured: {known}"
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+        headers: RawHeaders = list(scope["headers"])
+        try:
+            target = parse_target(raw_path)
+        except TargetNotFound as exc:
+            await send_error(send, 404, str(exc), anthropic_style=False)
+            return
+        anthropic = is_anthropic_style(target.dialect, target.raw_path)
+        if self._ingest_token is not None and not client_presents(headers, self._ingest_token):
+            message = "missing or invalid ingest token (send it as the client's API key)"
+            await send_error(send, 401, message, anthropic_style=anthropic)
+            return
+        upstream = self._upstream(target.upstream)
+        if isinstance(upstream, str):
+            await send_error(send, 404, upstream, anthropic_style=anthropic)
+            return
+        if _declared_length(headers) > self._limits.max_request_bytes:
+            await self._too_large(send, anthropic)
+            return
+        try:
+            body = await _read_body(receive, self._limits.max_request_bytes)
+        except _ClientGone:
+            return
+        if body is None:
+            await self._too_large(send, anthropic)
+            return
+        if target.refused_rollout_id:
+            # Never the id itself: it may carry CRLF or anything else a log must not.
+            log.warning("a /ng-rollout/ call with an invalid rollout id is forwarded uncaptured")
+            self._metrics.uncorrelated.inc()
+        await self._forward(scope, receive, send, target, upstream, headers, body, anthropic)
+
+    async def _too_large(self, send: Send, anthropic: bool) -> None:
+        limit = self._limits.max_request_bytes
+        message = f"request body exceeds the proxy limit of {limit} bytes"
+        await send_error(send, 413, message, anthropic_style=anthropic)
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        target: Target,
+        upstream: Upstream,
+        headers: RawHeaders,
+        body: bytes,
+        anthropic: bool,
+    ) -> None:
+        call = _Call.start(target, upstream, headers, body) if target.dialect else None
+        captured = call is not None and call.rollout_id is not None
+        self._metrics.calls.labels(
+            upstream=upstream.name, dialect=target.dialect or "other", captured=str(captured)
+        ).inc()
+        id_header = call.id_header() if call is not None and captured else []
+        request = self._client.build_request(
+            scope["method"],
+            upstream.target(target.raw_path, scope.get("query_string", b"")),
+            headers=upstream_request_headers(
+                headers,
+                upstream,
+                anthropic_style=anthropic,
+                strip_credentials=self._ingest_token is not None,
+            ),
+            content=body,
+        )
+        started = time.perf_counter()
+        try:
+            response = await self._client.send(request, stream=True)
+        except Exception as exc:
+            category, status, reason = _upstream_failure(exc)
+            self._metrics.upstream_failures.labels(category=category).inc()
+            log.warning("upstream %s: %s: %s", upstream.name, type(exc).__name__, str(exc)[:200])
+            message = f"upstream {upstream.name!r} did not answer: {type(exc).__name__}"
+            await send_error(
+                send, status, message, anthropic_style=anthropic, extra_headers=id_header
+            )
+            if call is not None and captured:
+                observed = call.observed(
+                    started, None, None, streaming=False, outcome=_Outcome(failure=category)
+                )
+                self._submit(call, replace(observed, local_response_reason=reason))
+            return
+        buffer = _CaptureBuffer(self._limits.max_response_bytes)
+        streaming = is_event_stream(response.headers.get("content-type"))
+        # The capture is taken however the relay ends: normally, cut off, the client gone, or
+        # this request cancelled (server shutdown): what was seen is what is captured.
+        outcome = _Outcome()
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": client_response_headers(response.headers.raw) + id_header,
+                }
+            )
+            await self._relay(response, receive, send, buffer, streaming, outcome)
+        except OSError:  # the client went away before the answer could start
+            outcome.failure, outcome.aborted = "cancelled", True
+        except BaseException:  # this request is cancelled (server shutdown)
+            outcome.failure, outcome.aborted = "cancelled", True
+            raise
+        finally:
+            await response.aclose()
+            if call is not None and captured:
+                self._submit(
+                    call,
+                    call.observed(
+                        started,
+                        response.status_code,
+                        buffer.value(),
+                        streaming=streaming,
+                        outcome=outcome,
+                    ),
+                )
+        # An aborted answer returns without its final body message: the server then cuts the
+        # connection, and the client sees the answer was cut short, as the upstream's was.
+
+    def _submit(self, call: _Call, observed: ObservedCall) -> None:
+        assert call.rollout_id is not None
+        self._recorder.submit(call.rollout_id, observed)
+
+    async def _relay(
+        self,
+        response: httpx.Response,
+        receive: Receive,
+        send: Send,
+        buffer: _CaptureBuffer,
+        streaming: bool,
+        outcome: _Outcome,
+    ) -> None:
+        """Relay the answer, recording in ``outcome`` how it ended."""
+        pump = asyncio.create_task(self._pump(response, send, buffer, outcome))
+        watch = asyncio.create_task(_wait_for_disconnect(receive))
+        try:
+            await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this request itself is cancelled (server shutdown)
+            watch.cancel()
+            pump.cancel()
+            raise
+        watch.cancel()
+        if not pump.done():  # the client went away first
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+            outcome.failure = "cancelled"
+            outcome.aborted = True
+            return
+        error = pump.exception()
+        if error is None:
+            return
+        outcome.aborted = True
+        if isinstance(error, OSError):  # the client went away while we were sending
+            outcome.failure = "cancelled"
+        elif isinstance(error, httpx.TimeoutException):
+            outcome.failure = "timeout"
+        elif isinstance(error, httpx.TransportError):
+            # A stream cut off by the peer is a stream without its terminal event (Gym's
+            # rules decide: stream_truncated); a plain body cut off is a connection failure.
+            outcome.failure = None if streaming else "connection"
+        else:
+            outcome.failure = exception_category(error)
+            log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
+
+    async def _pump(
+        self, response: httpx.Response, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
+    ) -> None:
+        declared = response.headers.get("content-length")
+        remaining = int(declared) if declared is not None and declared.isdigit() else None
+        finished = False
+        async for chunk in response.aiter_raw():
+            if not chunk:
+                continue
+            if outcome.first_byte_at is None:
+                outcome.first_byte_at = time.perf_counter()
+            buffer.add(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
+            # The last chunk of a body of known length ends the response (one send saved).
+            finished = remaining is not None and remaining <= 0
+            await send({"type": "http.response.body", "body": chunk, "more_body": not finished})
+        if not finished:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What a captured call knows before it is forwarded."""
+
+    target: Target
+    upstream: Upstream
+    request_body: bytes
+    model_call_id: str
+    started_at: float
+    client_session_id: str | None
+
+    @classmethod
+    def start(cls, target: Target, upstream: Upstream, headers: RawHeaders, body: bytes) -> _Call:
+        return cls(
+            target=target,
+            upstream=upstream,
+            request_body=body,
+            model_call_id=uuid.uuid4().hex,
+            started_at=time.time(),
+            client_session_id=single_value(headers, SESSION_ID_HEADER.encode()),
+        )
+
+    @property
+    def rollout_id(self) -> str | None:
+        return self.target.rollout_id
+
+    def id_header(self) -> RawHeaders:
+        return [(MODEL_CALL_ID_HEADER.encode(), self.model_call_id.encode())]
+
+    def observed(
+        self,
+        started: float,
+        status_code: int | None,
+        response_body: bytes | None,
+        *,
+        streaming: bool,
+        outcome: _Outcome,
+    ) -> ObservedCall:
+        """The observed call, ``started`` (perf_counter) to now."""
+        elapsed = time.perf_counter() - started
+        first = outcome.first_byte_at
+        assert self.target.dialect is not None
+        return ObservedCall(
+            model_call_id=self.model_call_id,
+            dialect=self.target.dialect,
+            model_server=self.upstream.name,
+            started_at=self.started_at,
+            completed_at=self.started_at + elapsed,
+            latency_ms=elapsed * 1000,
+            latency_ttft_ms=None if first is None else (first - started) * 1000,
+            status_code=status_code,
+            request_body=self.request_body,
+            response_body=response_body,
+            streaming=streaming,
+            failure_category=outcome.failure,
+            client_session_id=self.client_session_id,
+            response_source="upstream" if status_code is not None else "local",
+        )
+
+
+def _upstream_failure(error: Exception) -> tuple[str, int, str]:
+    """Gym's category of a call the upstream never answered, our status, and the reason."""
+    if isinstance(error, httpx.TimeoutException):
+        return "timeout", 504, "upstream_timeout"
+    if isinstance(error, httpx.TransportError):
+        return "connection", 502, "upstream_unreachable"
+    return exception_category(error), 502, "upstream_request_failed"
+
+
+def _declared_length(headers: RawHeaders) -> int:
+    for name, value in headers:
+        if name.lower() == b"content-length" and value.isdigit():
+            return int(value)
+    return 0

@@ -1,0 +1,45 @@
+"""The proxy's Prometheus series, on the running ledger's registry (served at ``/metrics``)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class ProxyMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "ledger_proxy_calls",
+            "Calls the capture proxy forwarded (captured: whether a capture was taken)",
+            ["upstream", "dialect", "captured"],
+            registry=registry,
+        )
+        self.uncorrelated = Counter(
+            "ledger_proxy_uncorrelated_calls",
+            "Prefixed calls forwarded uncaptured because the rollout id is outside Gym's charset",
+            registry=registry,
+        )
+        self.upstream_failures = Counter(
+            "ledger_proxy_upstream_failures",
+            "Calls the upstream did not answer (the proxy answered 502/504)",
+            ["category"],
+            registry=registry,
+        )
+        self.captures = Counter(
+            "ledger_proxy_captures", "Captures appended by the proxy", registry=registry
+        )
+        self.capture_failures = Counter(
+            "ledger_proxy_capture_failures",
+            "Captures lost or incomplete (their rollout is marked incomplete)",
+            ["reason"],
+            registry=registry,
+        )
+        self.incomplete_mark_failures = Counter(
+            "ledger_proxy_incomplete_mark_failures",
+            "Rollouts that could not even be marked incomplete after a capture failure",
+            registry=registry,
+        )
+        self.captures_pending = Gauge(
+            "ledger_proxy_captures_pending",
+            "Captures of answered calls not yet durable",
+            registry=registry,
+        )

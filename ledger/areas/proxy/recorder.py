@@ -1,0 +1,148 @@
+"""Captures taken off the response path: appended after the client has its answer, in batches.
+
+A capture never fails or delays a model response. Answered calls wait in a bounded queue; one
+task appends whatever is waiting as one batch through the captures service (the same validation
+and write command as ``POST /v1/model-calls/batch``), so under load a writer transaction carries
+many captures instead of one. A capture that fails (refused, the database down, the queue
+full) is logged and counted, and its rollout is marked incomplete (Gym's
+``<id>.capture.incomplete``). Shutdown appends what is still queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from ledger.areas.captures.service import MAX_BATCH_ITEMS, CaptureService
+from ledger.areas.proxy.metrics import ProxyMetrics
+from ledger.gym.observed_calls import ObservedCall, exchange_of
+
+log = logging.getLogger(__name__)
+
+RESPONSE_TOO_LARGE = "response_too_large"
+QUEUE_FULL = "queue_full"
+# Captures waiting at most; past it a call is answered uncaptured (and its rollout marked).
+MAX_QUEUED = 10_000
+
+
+@dataclass(frozen=True)
+class _Queued:
+    rollout_id: str
+    call: ObservedCall
+
+
+class CaptureRecorder:
+    def __init__(self, captures: CaptureService, metrics: ProxyMetrics) -> None:
+        self._captures = captures
+        self._metrics = metrics
+        self._queue: asyncio.Queue[_Queued] = asyncio.Queue(MAX_QUEUED)
+        self._task: asyncio.Task[None] | None = None
+        self._marking: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def submit(self, rollout_id: str, call: ObservedCall) -> None:
+        try:
+            self._queue.put_nowait(_Queued(rollout_id, call))
+        except asyncio.QueueFull:
+            log.error("capture queue full: model call %s is not captured", call.model_call_id)
+            self._failed(rollout_id, call.model_call_id, QUEUE_FULL, "the capture queue is full")
+            return
+        self._metrics.captures_pending.inc()
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_BATCH_ITEMS and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._append(batch)
+            finally:
+                self._metrics.captures_pending.dec(len(batch))
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _append(self, queued_calls: list[_Queued]) -> None:
+        batch: list[_Queued] = []
+        items: list[object] = []
+        for queued in queued_calls:
+            try:
+                exchange = exchange_of(queued.call)
+            except Exception as exc:  # a bug in the derivation must not stop the recorder
+                log.exception("deriving the capture of %s failed", queued.call.model_call_id)
+                self._failed(queued.rollout_id, queued.call.model_call_id, "derivation", str(exc))
+                continue
+            batch.append(queued)
+            items.append({"rollout_id": queued.rollout_id, "exchange": exchange})
+        if not items:
+            return
+        try:
+            results = await self._captures.append_many(items)
+        except Exception as exc:
+            for queued in batch:
+                self._failed(
+                    queued.rollout_id, queued.call.model_call_id, type(exc).__name__, str(exc)
+                )
+            return
+        for queued, result in zip(batch, results, strict=True):
+            if result.status >= 400:
+                self._failed(
+                    queued.rollout_id,
+                    queued.call.model_call_id,
+                    f"http_{result.status}",
+                    result.detail or "",
+                )
+                continue
+            self._metrics.captures.inc()
+            if queued.call.response_body is None:
+                log.warning(
+                    "model call %s (rollout %s): response over the capture limit, kept no body",
+                    queued.call.model_call_id,
+                    queued.rollout_id,
+                )
+                self._metrics.capture_failures.labels(reason=RESPONSE_TOO_LARGE).inc()
+                self._mark_incomplete(queued.rollout_id, RESPONSE_TOO_LARGE)
+
+    def _failed(self, rollout_id: str, model_call_id: str, reason: str, detail: str) -> None:
+        # The id is Gym-charset (checked before forwarding): safe to log as is.
+        log.error(
+            "capture of model call %s (rollout %s) failed: %s: %s",
+            model_call_id,
+            rollout_id,
+            reason,
+            detail[:500],
+        )
+        self._metrics.capture_failures.labels(reason=reason).inc()
+        self._mark_incomplete(rollout_id, f"capture failed: {reason}")
+
+    def _mark_incomplete(self, rollout_id: str, reason: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._mark(rollout_id, reason))
+        self._marking.add(task)
+        task.add_done_callback(self._marking.discard)
+
+    async def _mark(self, rollout_id: str, reason: str) -> None:
+        try:
+            await self._captures.mark_incomplete(rollout_id, reason=reason[:500])
+        except Exception as exc:
+            log.error(
+                "rollout %s could not be marked incomplete: %s: %s",
+                rollout_id,
+                type(exc).__name__,
+                str(exc)[:500],
+            )
+            self._metrics.incomplete_mark_failures.inc()
+
+    async def drain(self, wait_s: float) -> None:
+        """Append what is queued (up to ``wait_s`` seconds), then stop."""
+        try:
+            async with asyncio.timeout(wait_s):
+                await self._queue.join()
+                while self._marking:
+                    await asyncio.wait(set(self._marking))
+        except TimeoutError:
+            log.error("%d captures were still queued at shutdown", self._queue.qsize())
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
