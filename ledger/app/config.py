@@ -49,6 +49,24 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     events_page_max: int = Field(default=1000, ge=1)
     mirror_enabled: bool = True
+    max_json_depth: int = Field(
+        default=128, ge=2, le=1000, description="deepest JSON nesting a request body may have"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header names accepted besides the loopback names (JSON list)",
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds a connection has to send a request's headers"
+    )
+    body_timeout_s: float = Field(
+        default=60.0, gt=0, description="seconds a request has to send its whole body"
+    )
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0)
+    max_connections: int = Field(
+        default=1000, ge=1, description="open connections (and requests) before 503"
+    )
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
 
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from ledger.gym.ids import PRINTABLE_ID_PATTERN
+
 # Gym's key order of one capture line (§2.3); the mirror writes known keys in this order.
 CAPTURE_LINE_KEYS: tuple[str, ...] = (
     "model_call_id",
@@ -45,8 +47,7 @@ ModelCallId = Annotated[
     Field(
         min_length=1,
         max_length=MAX_MODEL_CALL_ID_LENGTH,
-        # Visible ASCII only: the id is an idempotency key and appears in logs and file lines.
-        pattern=r"^[\x21-\x7e]+$",
+        pattern=PRINTABLE_ID_PATTERN,
     ),
 ]
 

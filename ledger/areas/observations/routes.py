@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ledger.app.http.auth import IngestAuth, ReadAuth
+from ledger.app.http.body import read_json, request_body_schema
 from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import RecordedReceipt
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
-from ledger.log.errors import InvalidPayload
 
 router = APIRouter(prefix="/v1", tags=["observations"])
 
@@ -30,21 +29,12 @@ View = Literal["stored", "export"]
 
 
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema(by_alias=True)}},
-        }
-    }
+    return request_body_schema(TypeAdapter(model))
 
 
 async def _json_body(request: Request) -> Any:
-    """The body as JSON, read by hand so errors name the contract rule (see the service)."""
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidPayload(f"body: not valid JSON: {exc}") from None
+    """The body parsed once; the service validates it once, so errors name the contract rule."""
+    return (await read_json(request)).refuse_if_wrong()
 
 
 def _receipt(receipt: RecordedReceipt) -> JSONResponse:
