@@ -88,6 +88,17 @@ class Settings(BaseSettings):
         return self.mirror_dir if self.mirror_dir is not None else self.data_dir / "mirror"
 
     @property
+    def accepted_host_names(self) -> list[str]:
+        """Host header names accepted besides loopback: ``allowed_hosts`` and the bind
+        address itself when it is one specific address (not a wildcard)."""
+        names = list(self.allowed_hosts)
+        if self.host not in ("0.0.0.0", "::", "[::]", ""):
+            names.append(
+                self.host if ":" not in self.host.strip("[]") else f"[{self.host.strip('[]')}]"
+            )
+        return names
+
+    @property
     def is_sqlite(self) -> bool:
         return self.resolved_database_url.startswith("sqlite")
 
