@@ -14,6 +14,7 @@ from ledger.app.config import Settings
 from ledger.app.http.errors import install_error_handlers
 from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.limits import BodySizeLimit
+from ledger.app.http.openapi import install_openapi
 from ledger.app.http.timeouts import BodyReadTimeout
 from ledger.log.projector import Projector
 
@@ -38,6 +39,7 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyReadTimeout, seconds=settings.body_timeout_s)
     # Outermost: a request for another host name is refused before anything reads its body.

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
 from ledger.log.errors import LedgerError
+from ledger.log.log_text import loggable
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LedgerError)
     async def _ledger_error(request: Request, exc: LedgerError) -> ErrorResponse:
         if exc.status_code >= 500:
-            log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
+            log.error(
+                "%s %s failed: %s",
+                request.method,
+                loggable(request.url.path),
+                loggable(exc.message),
+            )
         return ErrorResponse({"detail": exc.message}, status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -97,5 +103,5 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _database_error(request: Request, exc: DBAPIError) -> ErrorResponse:
         # A read that reached a database in trouble (down, locked past busy_timeout): the
         # request may be retried; it is not the caller's fault and not a bug of ours.
-        log.error("%s %s: database error: %s", request.method, request.url.path, exc.orig)
+        log.error("%s %s: database error: %s", request.method, loggable(request.url.path), exc.orig)
         return ErrorResponse({"detail": "database unavailable; retry later"}, status_code=503)

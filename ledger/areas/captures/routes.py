@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from ledger.app.http.auth import IngestAuth, ReadAuth
 from ledger.app.http.body import read_json, request_body_schema, validate_as
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.captures.service import MAX_BATCH_ITEMS, MarkerReceipt
 from ledger.gym.capture_lines import MAX_MODEL_CALL_ID_LENGTH, CaptureExchange, ModelCallId
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
@@ -56,7 +57,10 @@ def _marker(receipt: MarkerReceipt, flag: str, **extra: Any) -> JSONResponse:
     "/rollouts/{rollout_id}/model-calls",
     status_code=201,
     openapi_extra=_schema_of(CaptureExchange),
-    responses={200: {"description": "the same exchange again: the original reply"}},
+    responses={
+        200: {"description": "the same exchange again: the original reply"},
+        **error_responses(409),
+    },
 )
 async def append_model_call(
     ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request

@@ -17,6 +17,7 @@ from ledger.app.http.body import (
     validate_as_fastapi,
 )
 from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.lineage.queries import RemovalResult
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
 from ledger.gym.lineage import (
@@ -37,7 +38,11 @@ ROW_BODY: TypeAdapter[Any] = TypeAdapter(LedgerRowBody)
 # --- Gym's control routes -----------------------------------------------------------------
 
 
-@router.get(f"{CONTROL_ROUTE_PREFIX}/rollouts/{{rollout_id}}/manifest", tags=["control"])
+@router.get(
+    f"{CONTROL_ROUTE_PREFIX}/rollouts/{{rollout_id}}/manifest",
+    tags=["control"],
+    responses=error_responses(410),
+)
 async def get_manifest(ledger: LedgerDep, _auth: ControlAuth, rollout_id: RolloutIdDep) -> Any:
     """The rollout's token-free manifest; 410 once retired (gone, not empty)."""
     manifest = await ledger.lineage.manifest(rollout_id)
@@ -88,6 +93,7 @@ class RecordReply(BaseModel):
     "/v1/rollouts/{rollout_id}/ledger/rows",
     tags=["lineage"],
     openapi_extra=request_body_schema(ROW_BODY),
+    responses=error_responses(409),
 )
 async def record_row(
     ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request
@@ -105,7 +111,7 @@ class Admission(BaseModel):
     generation: int
 
 
-@router.get("/v1/rollouts/{rollout_id}/admission", tags=["lineage"])
+@router.get("/v1/rollouts/{rollout_id}/admission", tags=["lineage"], responses=error_responses(410))
 async def admission(ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep) -> Admission:
     """Whether a new call may be captured for the rollout: 410 once it is retired."""
     return Admission(admitted=True, generation=await ledger.lineage.admission(rollout_id))
@@ -122,7 +128,9 @@ class LedgerRowsPage(BaseModel):
     rows: list[LedgerRowPublic]
 
 
-@router.get("/v1/rollouts/{rollout_id}/ledger/rows", tags=["lineage"])
+@router.get(
+    "/v1/rollouts/{rollout_id}/ledger/rows", tags=["lineage"], responses=error_responses(410)
+)
 async def find_rows(
     ledger: LedgerDep,
     _auth: ReadAuth,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, TypeAdapter
 from ledger.app.http.auth import IngestAuth, ReadAuth
 from ledger.app.http.body import read_json, request_body_schema
 from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import RecordedReceipt
 from ledger.gym.observations import AgentObservationBundle
@@ -45,7 +46,10 @@ def _receipt(receipt: RecordedReceipt) -> JSONResponse:
     "/rollouts/{rollout_id}/observations",
     status_code=201,
     openapi_extra=_schema_of(AgentObservationBundle),
-    responses={200: {"description": "an idempotent repeat: the original receipt"}},
+    responses={
+        200: {"description": "an idempotent repeat: the original receipt"},
+        **error_responses(409),
+    },
 )
 async def record_observations(
     ledger: LedgerDep,
@@ -66,7 +70,10 @@ async def record_observations(
     "/rollouts/{rollout_id}/result",
     status_code=201,
     openapi_extra=_schema_of(RolloutResult),
-    responses={200: {"description": "an idempotent repeat: the original receipt"}},
+    responses={
+        200: {"description": "an idempotent repeat: the original receipt"},
+        **error_responses(409),
+    },
 )
 async def record_result(
     ledger: LedgerDep,
@@ -83,7 +90,7 @@ async def record_result(
     return _receipt(receipt)
 
 
-@router.get("/rollouts/{rollout_id}/trajectory")
+@router.get("/rollouts/{rollout_id}/trajectory", responses=error_responses(404))
 async def get_trajectory(
     ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep
 ) -> dict[str, Any]:
@@ -91,7 +98,7 @@ async def get_trajectory(
     return await ledger.observations.trajectory(rollout_id)
 
 
-@router.get("/rollouts/{rollout_id}/record")
+@router.get("/rollouts/{rollout_id}/record", responses=error_responses(404))
 async def get_record(
     ledger: LedgerDep,
     _auth: ReadAuth,
