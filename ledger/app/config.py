@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ledger.log.errors import UnsafeConfiguration
 
 DEFAULT_PORT = 8420
+MAX_JSON_DEPTH_CEILING = 192
 
 
 def is_loopback_host(host: str) -> bool:
@@ -49,8 +50,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     events_page_max: int = Field(default=1000, ge=1)
     mirror_enabled: bool = True
+    # The ceiling keeps every accepted body readable back: stored records nest a capture a few
+    # levels deeper, and pydantic's JSON reader stops at 200 levels (docs/decisions.md).
     max_json_depth: int = Field(
-        default=128, ge=2, le=1000, description="deepest JSON nesting a request body may have"
+        default=128, ge=2, le=MAX_JSON_DEPTH_CEILING, description="deepest nesting of a body"
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,

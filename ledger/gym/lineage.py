@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
+    FailFast,
     Field,
     StringConstraints,
     Tag,
@@ -129,7 +130,7 @@ class CommittedRow(BaseModel):
     extras_digest: Annotated[str, Field(strict=True)] | None
     mode: Annotated[str, Field(strict=True)]
     admitted_at: FiniteFloat | None
-    staging_chain: list[Identifier]
+    staging_chain: Annotated[list[Identifier], FailFast()]
     chain_hash: IndexedString | None
     cumulative_hash: Annotated[str, Field(strict=True)] | None
     response_id: IndexedString | None
@@ -273,6 +274,7 @@ class LedgerBatchRequest(BaseModel):
     rollout_ids: Annotated[
         list[Annotated[str, Field(strict=True)]],
         Field(min_length=1, max_length=MAX_LEDGER_BATCH),
+        FailFast(),
     ]
 
 

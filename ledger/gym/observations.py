@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, FailFast, Field, ValidationError, model_validator
 
 JsonObject = dict[str, Any]
 
@@ -82,10 +82,10 @@ class AgentInvocation(ObservationModel):
     status: InvocationStatus = "unknown"
     duration_ms: float | None = Field(default=None, ge=0)
     error_type: str | None = None
-    model_calls: list[ModelCallRef] = Field(default_factory=list)
+    model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
     # Responses API input items (messages, function_call, function_call_output, ...), kept as
     # given: the ledger reads only ``type``, ``call_id`` and ``output`` from them.
-    conversation: list[JsonObject] = Field(default_factory=list)
+    conversation: Annotated[list[JsonObject], FailFast()] = Field(default_factory=list)
 
 
 class ToolCallObservation(ObservationModel):
@@ -149,7 +149,7 @@ class ContextCompactionObservation(ObservationModel):
     summary: str | None = None
     first_kept_item_id: str | None = None
     before_model_call: ModelCallRef | None = None
-    model_calls: list[ModelCallRef] = Field(default_factory=list)
+    model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
     after_model_call: ModelCallRef | None = None
 
 
@@ -176,8 +176,8 @@ class AgentObservationBundle(ObservationModel):
     """Normalised observations returned by one agent server for one rollout."""
 
     source: str
-    records: list[AgentObservationRecord] = Field(default_factory=list)
-    gaps: list[ObservationGap] = Field(default_factory=list)
+    records: Annotated[list[AgentObservationRecord], FailFast()] = Field(default_factory=list)
+    gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _validate_identity(self) -> AgentObservationBundle:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    FailFast,
     Field,
     StrictBool,
     StrictInt,
@@ -68,7 +69,7 @@ class RolloutResult(BaseModel):
     # An int stays an int: ``ng_perf.total_latency_ms`` repeats the value as measured.
     latency_ms: int | float | None = Field(default=None, ge=0)
     ng_trajectory: dict[str, Any] | None = None
-    gaps: list[ObservationGap] = Field(default_factory=list)
+    gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 
     @field_validator("latency_ms", mode="before")
     @classmethod

@@ -49,8 +49,22 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# Past this many errors none is listed: turning each into a Python dict would cost far more
+# memory than the body (pydantic has no way to ask for the first few only).
+MAX_ERRORS_LISTED = 1000
+
+
+def too_many_errors(exc: ValidationError, prefix: str) -> str:
+    return (
+        f"{prefix}: {exc.error_count()} validation errors, too many to list "
+        "(unknown keys or bad items in bulk?)"
+    )
+
+
 def describe_validation_error(exc: ValidationError, prefix: str) -> str:
     """``<prefix>.field: message; ...`` for the first errors only (an error body is bounded)."""
+    if exc.error_count() > MAX_ERRORS_LISTED:
+        return too_many_errors(exc, prefix)
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     parts = []
     for error in errors[:MAX_SHOWN]:
@@ -82,6 +96,11 @@ def validate_as_fastapi(adapter: TypeAdapter[T], body: JsonBody) -> T:
     try:
         return adapter.validate_python(body.value)
     except ValidationError as exc:
+        if exc.error_count() > MAX_ERRORS_LISTED:
+            message = too_many_errors(exc, "body")
+            raise RequestValidationError(
+                [{"type": "too_many_errors", "loc": ("body",), "msg": message}]
+            ) from None
         errors = exc.errors(include_url=False)
         raise RequestValidationError(
             [bounded_error({**e, "loc": ("body", *e["loc"])}) for e in errors[:MAX_SHOWN]]

@@ -16,6 +16,7 @@ and every integer exactly, to locate the problems.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +32,6 @@ _WIDE_FLOAT = float(2**63)
 # The most problems one body records: past it the whole body is refused (a batch is at most
 # 4096 items, so every item can still fail alone below it).
 MAX_PROBLEMS = 4096
-# orjson refuses nesting beyond 1024 itself; the configured limit must stay below.
-PARSER_DEPTH_CEILING = 1024
 # A location names at most this many characters (a path 128 levels deep is long).
 MAX_LOCATION_CHARS = 160
 
@@ -102,7 +101,9 @@ MAX_SHOWN = 10
 
 def parse_json(raw: bytes, *, max_depth: int, wide_integers: bool = False) -> JsonBody:
     """Parse ``raw``; ``InvalidPayload`` when it is not JSON at all (or nests beyond what any
-    parser here will descend), else the value and its problems."""
+    parser here will descend, or holds more containers than its size justifies), else the
+    value and its problems."""
+    _check_container_density(raw)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -117,6 +118,29 @@ def parse_json(raw: bytes, *, max_depth: int, wide_integers: bool = False) -> Js
     if scan.suspicious or scan.colons != raw.count(b":") or _has_escaped_colon(raw):
         return _parse_exactly(raw, max_depth=max_depth, wide_integers=wide_integers)
     return JsonBody(value)
+
+
+# A parsed object or array costs about 70 bytes of memory, whatever its text: ``{}`` is 2.
+# A body may hold one container per this many bytes (real payloads hold one per 20-40), so
+# parsing never costs more than a small multiple of the body.
+BYTES_PER_CONTAINER = 12
+CONTAINER_ALLOWANCE = 1024
+# A JSON string, escapes included (unrolled: linear, no backtracking).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _check_container_density(raw: bytes) -> None:
+    allowed = CONTAINER_ALLOWANCE + len(raw) // BYTES_PER_CONTAINER
+    if raw.count(b"{") + raw.count(b"[") <= allowed:
+        return
+    # Braces inside strings are text, not containers: count again without the strings.
+    structure = _JSON_STRING.sub(b"", raw)
+    containers = structure.count(b"{") + structure.count(b"[")
+    if containers > allowed:
+        raise InvalidPayload(
+            f"body: {containers} JSON objects and arrays in {len(raw)} bytes; at most "
+            f"{CONTAINER_ALLOWANCE} plus one per {BYTES_PER_CONTAINER} bytes"
+        )
 
 
 def _too_deep(max_depth: int) -> str:
@@ -141,47 +165,64 @@ class _Scan:
 
 
 def _scan(value: Any, max_depth: int) -> _Scan:
-    """One iterative pass (no recursion: depth is attacker-chosen)."""
+    """One depth-first pass holding one iterator per open level (no recursion, and no list
+    of every pending node: depth and width are both attacker-chosen)."""
     scan = _Scan()
-    stack: list[tuple[Any, int]] = [(value, 1)]
     colons = 0
+    if type(value) is dict or type(value) is list:
+        colons += _own_colons(value)
+        stack: list[Iterator[Any]] = [_children(value)]
+    else:
+        scan.suspicious = _suspicious_scalar(value)
+        stack = []
+        if type(value) is str:
+            colons += value.count(":")
     while stack:
-        node, depth = stack.pop()
-        if type(node) is dict:
-            if depth > max_depth:
-                scan.suspicious = True
-                break
-            colons += len(node)
-            children: Any = node.values()
-            for key in node:
-                colons += key.count(":")
-        elif type(node) is list:
-            if depth > max_depth:
-                scan.suspicious = True
-                break
-            children = node
-        else:
-            children = (node,)
-            depth -= 1
-        for child in children:
+        for child in stack[-1]:
             kind = type(child)
             if kind is str:
                 colons += child.count(":")
             elif kind is dict or kind is list:
-                stack.append((child, depth + 1))
-            elif kind is int:
-                if not INT64_MIN <= child <= INT64_MAX:
+                if len(stack) + 1 > max_depth:
                     scan.suspicious = True
-            elif kind is float and abs(child) >= _WIDE_FLOAT:
+                    return scan
+                colons += _own_colons(child)
+                stack.append(_children(child))
+                break
+            elif (kind is int or kind is float) and _suspicious_scalar(child):
                 scan.suspicious = True
+        else:
+            stack.pop()
     scan.colons = colons
     return scan
 
 
-class _Object(dict[str, Any]):
-    """A parsed object that remembers the first key it saw twice."""
+def _children(node: dict[str, Any] | list[Any]) -> Iterator[Any]:
+    return iter(node.values()) if type(node) is dict else iter(node)
 
-    duplicate: str | None = None
+
+def _own_colons(node: dict[str, Any] | list[Any]) -> int:
+    """A dict's member separators and the colons inside its keys."""
+    if type(node) is not dict:
+        return 0
+    return len(node) + sum(key.count(":") for key in node)
+
+
+def _suspicious_scalar(value: Any) -> bool:
+    if type(value) is int:
+        return not INT64_MIN <= value <= INT64_MAX
+    return type(value) is float and abs(value) >= _WIDE_FLOAT
+
+
+class _Object(dict[str, Any]):
+    """A parsed object that remembers the first key it saw twice (a plain dict otherwise:
+    it is what the route validates and stores when nothing is wrong)."""
+
+    __slots__ = ("duplicate",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.duplicate: str | None = None
 
 
 def _object_of(pairs: list[tuple[str, Any]]) -> _Object:
@@ -216,27 +257,53 @@ def _parse_exactly(raw: bytes, *, max_depth: int, wide_integers: bool) -> JsonBo
         if len(problems) == MAX_PROBLEMS:
             raise InvalidPayload(describe_problems(problems) + "; too many problems")
         problems.append(problem)
-    return JsonBody(_plain(value), problems)
+    return JsonBody(value, problems)
 
 
 def _problems(value: Any, *, max_depth: int, wide_integers: bool) -> Iterator[BodyProblem]:
-    """Every problem, at most one per batch item (``path[:2]``), in document order."""
+    """Every problem, at most one per batch item (``path[:2]``), in document order; one
+    iterator per open level, as in ``_scan``."""
     reported: set[Path] = set()
-    stack: list[tuple[Any, Path]] = [(value, ())]
-    while stack:
-        node, path = stack.pop()
-        unit = path[:2]
-        if unit in reported:
-            continue
-        problem = _problem_at(node, path, max_depth=max_depth, wide_integers=wide_integers)
+    path: list[str | int] = []
+    stack: list[Iterator[tuple[str | int, Any]]] = []
+
+    def visit(node: Any) -> bool:
+        """Report ``node``'s own problem, or open it; True when it was opened."""
+        where = tuple(path)
+        if where[:2] in reported:
+            return False
+        problem = _problem_at(node, where, max_depth=max_depth, wide_integers=wide_integers)
         if problem is not None:
-            reported.add(unit)
-            yield problem
-            continue
+            reported.add(where[:2])
+            found.append(problem)
+            return False
         if isinstance(node, dict):
-            stack.extend((node[key], (*path, key)) for key in reversed(list(node)))
-        elif isinstance(node, list):
-            stack.extend((node[index], (*path, index)) for index in reversed(range(len(node))))
+            stack.append(iter(node.items()))
+            return True
+        if isinstance(node, list):
+            stack.append(enumerate(node))
+            return True
+        return False
+
+    found: list[BodyProblem] = []
+    if not visit(value):
+        yield from found
+        return
+    path.append(0)  # a placeholder for the slot of the level just opened
+    while stack:
+        yield from found
+        found.clear()
+        for slot, child in stack[-1]:
+            path[-1] = slot
+            if visit(child):
+                path.append(0)
+                break
+            yield from found
+            found.clear()
+        else:
+            stack.pop()
+            path.pop()
+    yield from found
 
 
 def _problem_at(
@@ -272,25 +339,3 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _plain(value: Any) -> Any:
-    """The exact parse with plain dicts (iterative, the tree may be deep)."""
-    if not isinstance(value, dict | list):
-        return value
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, str | int]] = [(value, root, 0)]
-    while stack:
-        node, parent, slot = stack.pop()
-        if isinstance(node, dict):
-            copy: Any = dict(node)
-            for key, child in copy.items():
-                if isinstance(child, dict | list):
-                    stack.append((child, copy, key))
-        else:
-            copy = list(node)
-            for index, child in enumerate(copy):
-                if isinstance(child, dict | list):
-                    stack.append((child, copy, index))
-        parent[slot] = copy
-    return root[0]

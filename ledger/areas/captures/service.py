@@ -124,6 +124,7 @@ class BatchItemResult:
 
 
 MAX_ERRORS_SHOWN = 10
+MAX_ERRORS_LISTED = 1000
 MAX_ERROR_CHARS = 300
 
 
@@ -131,6 +132,9 @@ def describe_validation_error(exc: ValidationError, prefix: str) -> str:
     """``exchange.status_code: Input should be a valid integer; ...`` (names every field)."""
     parts = []
     # An error body is bounded: the first errors, each message and location cut short.
+    if exc.error_count() > MAX_ERRORS_LISTED:
+        # Materialising each error would cost far more memory than the body.
+        return f"{exc.error_count()} validation errors, too many to list"
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     for error in errors[:MAX_ERRORS_SHOWN]:
         location = ".".join(str(part) for part in (prefix, *error["loc"]))[:MAX_ERROR_CHARS]
