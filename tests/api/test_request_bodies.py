@@ -61,7 +61,8 @@ async def test_bodies_that_are_not_json_typed_are_415(
 
 
 @pytest.mark.parametrize(
-    "content_type", ["application/json; charset=utf-8", "application/vnd.gym+json", "Application/JSON"]
+    "content_type",
+    ["application/json; charset=utf-8", "application/vnd.gym+json", "Application/JSON"],
 )
 async def test_json_media_types_are_accepted(client: httpx.AsyncClient, content_type: str) -> None:
     reply = await client.post(
@@ -106,10 +107,14 @@ async def test_bodies_denser_than_any_payload_are_422_before_parsing(
     assert "20002 JSON objects and arrays in 60033 bytes" in reply.json()["detail"]
     # Braces inside strings are text: the same count spelt in a string is accepted.
     text = json.dumps(chat_exchange(text="{}" * 20_000))
-    assert (await client.post("/v1/rollouts/r1/model-calls", content=text, headers=JSON)).status_code == 201
+    assert (
+        await client.post("/v1/rollouts/r1/model-calls", content=text, headers=JSON)
+    ).status_code == 201
 
 
-async def test_a_capture_nesting_255_deep_is_422_naming_the_limit(client: httpx.AsyncClient) -> None:
+async def test_a_capture_nesting_255_deep_is_422_naming_the_limit(
+    client: httpx.AsyncClient,
+) -> None:
     reply = await client.post("/v1/rollouts/r1/model-calls", json=exchange_nesting(255))
     assert reply.status_code == 422
     assert "deeper than the limit of 128 levels" in reply.json()["detail"]
@@ -199,7 +204,7 @@ async def test_integers_beyond_64_bits_in_a_row_are_422_naming_the_field(
     client: httpx.AsyncClient, field: str, value: int
 ) -> None:
     reply = await client.post(
-        "/v1/rollouts/r1/ledger/rows", json=committed_row("r1", "c1", **{field: value})
+        "/v1/rollouts/r1/ledger/rows", json={**committed_row("r1", "c1"), field: value}
     )
     assert reply.status_code == 422, reply.text
     detail = reply.json()["detail"]
@@ -223,9 +228,9 @@ async def test_a_wide_usage_count_in_a_capture_is_absent(client: httpx.AsyncClie
     assert reply.status_code == 201, reply.text
     attachment = (await client.get("/v1/rollouts/r1/ng_model_call_capture")).json()
     assert attachment["calls"][0]["tokens_in"] is None
-    assert attachment["calls"][0]["tokens_out"] == exchange["response"]["usage"][
-        "completion_tokens"
-    ]
+    assert (
+        attachment["calls"][0]["tokens_out"] == exchange["response"]["usage"]["completion_tokens"]
+    )
 
 
 async def test_a_lone_surrogate_in_a_row_mode_is_422_naming_the_field(
