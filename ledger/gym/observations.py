@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, FailFast, Field, ValidationError, model_validator
 
+from ledger.gym.capture_lines import MAX_MEASURE
+
 JsonObject = dict[str, Any]
 
 MODEL_CALL_REF_REQUIRED = "model_call_id or both model_ref and response_id are required"
@@ -80,7 +82,7 @@ class AgentInvocation(ObservationModel):
     parent_invocation_id: str | None = None
     spawned_by_tool_call_id: str | None = None
     status: InvocationStatus = "unknown"
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     error_type: str | None = None
     model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
     # Responses API input items (messages, function_call, function_call_output, ...), kept as
@@ -96,9 +98,9 @@ class ToolCallObservation(ObservationModel):
     tool_call_id: str
     sandbox_id: str | None = None
     tool_name: str | None = None
-    started_at: float | None = None
-    completed_at: float | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    started_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
+    completed_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     timing_source: Literal["executor", "artifact", "harness"] | None = None
     status: ToolStatus = "unknown"
     error_type: str | None = None
@@ -129,9 +131,9 @@ class SandboxObservation(ObservationModel):
     sandbox_id: str | None = None
     outcome: SandboxOutcome = "unknown"
     exit_code: int | None = None
-    wall_time_s: float | None = Field(default=None, ge=0)
-    cpu_time_s: float | None = Field(default=None, ge=0)
-    peak_memory_mib: float | None = Field(default=None, ge=0)
+    wall_time_s: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
+    cpu_time_s: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
+    peak_memory_mib: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     resource_usage_source: str | None = None
     error_type: str | None = None
 
@@ -141,7 +143,7 @@ class ContextCompactionObservation(ObservationModel):
 
     kind: Literal["context_compaction"] = "context_compaction"
     invocation_id: str
-    observed_at: float | None = None
+    observed_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
     trigger: str | None = None
     tokens_before: int | None = Field(default=None, ge=0)
     tokens_after: int | None = Field(default=None, ge=0)

@@ -1,8 +1,9 @@
 """Whatever is accepted never breaks a later write or read of its rollout (issue 14: a capture
 nesting deep was accepted and every later result or observations write failed with 500).
 
-Bodies exactly at the nesting limit (the default and the highest the setting allows) are
-written, then more writes of the same rollout, then every view is read."""
+Bodies exactly at the nesting limit (the default and the highest the setting allows), and
+the largest numbers accepted, are written, then more writes of the same rollout, then every
+view is read."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from ledger.app.config import MAX_JSON_DEPTH_CEILING, Settings
+from ledger.gym.capture_lines import MAX_MEASURE
 from tests.api.support import running_app
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row
@@ -41,7 +43,8 @@ def depth_of(value: Any) -> int:
 
 
 def capture_at(limit: int, model_call_id: str) -> dict[str, Any]:
-    body = exchange(model_call_id)
+    # A deep copy: the example exchange is shared by other tests.
+    body = copy.deepcopy(exchange(model_call_id))
     body["response"]["deep"] = nested(limit - 2)
     assert depth_of(body) == limit
     return body
@@ -129,3 +132,36 @@ async def assert_every_view_reads(client: httpx.AsyncClient, rollout: str) -> No
     assert [call["model_call_id"] for call in calls] == ["call-1", "call-2", "call-3"]
     record = json.loads((await client.get(f"/v1/rollouts/{rollout}/record")).text)
     assert len(record["ng_model_call_capture"]["calls"]) == 3
+
+
+async def test_the_largest_accepted_numbers_never_poison_their_rollout(
+    client: httpx.AsyncClient,
+) -> None:
+    """Sums of accepted numbers stay finite and storable (issue 14: two captures with huge
+    latencies made every later capture of the rollout a 500)."""
+    rollout = "0-0"
+    for n in range(3):
+        body = copy.deepcopy(exchange(f"call-{n}", latency_ms=MAX_MEASURE))
+        body["response"]["usage"] = {"input_tokens": 2**63 - 1, "output_tokens": 2**63 - 1}
+        reply = await client.post(f"/v1/rollouts/{rollout}/model-calls", json=body)
+        assert reply.status_code == 201, reply.text
+    too_long = await client.post(
+        f"/v1/rollouts/{rollout}/model-calls", json=exchange("call-x", latency_ms=1e308)
+    )
+    assert too_long.status_code == 422
+    assert "latency_ms" in too_long.json()["detail"]
+    result = {**EXAMPLE_RESULT, "latency_ms": MAX_MEASURE}
+    assert (await client.post(f"/v1/rollouts/{rollout}/result", json=result)).status_code == 201
+    bundle = copy.deepcopy(EXAMPLE_OBSERVATIONS)
+    bundle["records"][1]["duration_ms"] = MAX_MEASURE
+    observed = await client.post(f"/v1/rollouts/{rollout}/observations", json=bundle)
+    assert observed.status_code == 201, observed.text
+    for url in (
+        f"/v1/rollouts/{rollout}/ng_model_call_capture",
+        f"/v1/rollouts/{rollout}/record",
+        f"/v1/rollouts/{rollout}/trajectory",
+        "/v1/export",
+    ):
+        assert (await client.get(url)).status_code == 200, url
+    metrics = (await client.get(f"/v1/rollouts/{rollout}/ng_model_call_capture")).json()
+    assert metrics["metrics"]["latency_total_ms"] == 3 * MAX_MEASURE
