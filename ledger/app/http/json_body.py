@@ -7,14 +7,15 @@ and integers outside the signed 64-bit range (unless the route keeps wide intege
 capture's opaque payload does).
 
 orjson is strict and fast but silent about two of these: it keeps the last of duplicate keys,
-and it turns an integer beyond 64 bits into a float. Both are detected cheaply after the parse
-(one pass over the parsed value, in ``_scan``); only a body that looks wrong, or that orjson
-refused for a lone surrogate, is parsed again with the standard library, which keeps every key
+and it turns an integer beyond 64 bits into a float. Both, and the depth, are detected cheaply
+after the parse, mostly in C (``_looks_wrong``); only a body that looks wrong, or that orjson
+refused (a lone surrogate, NaN), is parsed again with the standard library, which keeps every key
 and every integer exactly, to locate the problems.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -114,10 +115,66 @@ def parse_json(raw: bytes, *, max_depth: int, wide_integers: bool = False) -> Js
         # what Python's json writes for non-finite floats: the exact parse locates them (and
         # refuses what is not JSON at all).
         return _parse_exactly(raw, max_depth=max_depth, wide_integers=wide_integers)
-    scan = _scan(value, max_depth)
-    if scan.suspicious or scan.colons != raw.count(b":") or _has_escaped_colon(raw):
+    if _looks_wrong(raw, value, max_depth):
         return _parse_exactly(raw, max_depth=max_depth, wide_integers=wide_integers)
     return JsonBody(value)
+
+
+def _looks_wrong(raw: bytes, value: Any, max_depth: int) -> bool:
+    """True when ``value`` may hide a dropped duplicate key, nest deeper than ``max_depth`` or
+    hold an integer beyond 64 bits (false alarms only cost the exact parse).
+
+    Checked in C where it can be: orjson serialises the value again, which costs about what
+    parsing did; its colons are the member separators plus the colons inside strings, so fewer
+    than in ``raw`` means a key was dropped. Wrapped in enough lists, the same call fails
+    exactly when the value nests deeper than ``max_depth`` (orjson's own limit, measured once
+    by ``_dumps_depth_limit``). An integer beyond 64 bits has at least 19 digits in a row.
+    """
+    if _has_escaped_colon(raw) or _has_long_digit_run(raw):
+        return True
+    limit = _dumps_depth_limit()
+    if limit is None or max_depth > limit:
+        scan = _scan(value, max_depth)
+        return scan.suspicious or scan.colons != raw.count(b":")
+    wrapped = value
+    for _ in range(limit - max_depth):
+        wrapped = [wrapped]
+    try:
+        dumped = orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        return True
+    return dumped.count(b":") != raw.count(b":")
+
+
+# Every byte to a space except digits, which become "0": a run of digits is then a run of "0".
+_DIGITS_ONLY = bytes(
+    ord("0") if chr(byte).isdigit() and byte < 128 else ord(" ") for byte in range(256)
+)
+# 2**63 has 19 digits; shorter integers are always in range.
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def _has_long_digit_run(raw: bytes) -> bool:
+    return raw.translate(_DIGITS_ONLY).find(_LONG_DIGIT_RUN) != -1
+
+
+@functools.cache
+def _dumps_depth_limit() -> int | None:
+    """The deepest nesting ``orjson.dumps`` serialises (254 in orjson 3), found by trying;
+    None if it does not behave as expected (then the Python scan checks depth)."""
+
+    def nested(depth: int) -> Any:
+        value: Any = []
+        for _ in range(depth - 1):
+            value = [value]
+        return value
+
+    for depth in range(2, 4097):
+        try:
+            orjson.dumps(nested(depth))
+        except orjson.JSONEncodeError:
+            return depth - 1 if depth > 2 else None
+    return None
 
 
 # A parsed object or array costs about 70 bytes of memory, whatever its text: ``{}`` is 2.
