@@ -17,6 +17,7 @@ from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.log.errors import UnsafeConfiguration
+from ledger.log.private_files import make_private_dir
 from ledger.log.projector import Projector
 from ledger.log.store import LedgerStore
 from ledger.mirror.follower import MirrorFollower, build_follower
@@ -31,7 +32,7 @@ def ensure_control_token(settings: Settings) -> str:
     if settings.control_token is not None:
         return settings.control_token.get_secret_value()
     path = settings.data_dir / CONTROL_TOKEN_FILE
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(settings.data_dir)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -91,7 +92,7 @@ def build_store(
 
 
 async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None = None) -> Ledger:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(settings.data_dir)
     control_token = ensure_control_token(settings)
     metrics = LedgerMetrics()
     store = build_store(settings, metrics, projectors)

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ledger.log.errors import UnsafeConfiguration
 
 DEFAULT_PORT = 8420
+MAX_JSON_DEPTH_CEILING = 192
 
 
 def is_loopback_host(host: str) -> bool:
@@ -61,6 +62,26 @@ class Settings(BaseSettings):
     proxy_connect_timeout_s: float = Field(default=10.0, gt=0)
     proxy_read_timeout_s: float = Field(default=600.0, gt=0)
     proxy_max_connections: int = Field(default=512, ge=1)
+    # The ceiling keeps every accepted body readable back: stored records nest a capture a few
+    # levels deeper, and pydantic's JSON reader stops at 200 levels (docs/decisions.md).
+    max_json_depth: int = Field(
+        default=128, ge=2, le=MAX_JSON_DEPTH_CEILING, description="deepest nesting of a body"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header names accepted besides the loopback names (JSON list)",
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds a connection has to send a request's headers"
+    )
+    body_timeout_s: float = Field(
+        default=60.0, gt=0, description="seconds a request has to send its whole body"
+    )
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0)
+    max_connections: int = Field(
+        default=1000, ge=1, description="open connections (and requests) before 503"
+    )
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
 
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:
@@ -88,6 +109,17 @@ class Settings(BaseSettings):
     @property
     def resolved_mirror_dir(self) -> Path:
         return self.mirror_dir if self.mirror_dir is not None else self.data_dir / "mirror"
+
+    @property
+    def accepted_host_names(self) -> list[str]:
+        """Host header names accepted besides loopback: ``allowed_hosts`` and the bind
+        address itself when it is one specific address (not a wildcard)."""
+        names = list(self.allowed_hosts)
+        if self.host not in ("0.0.0.0", "::", "[::]", ""):
+            names.append(
+                self.host if ":" not in self.host.strip("[]") else f"[{self.host.strip('[]')}]"
+            )
+        return names
 
     @property
     def is_sqlite(self) -> bool:

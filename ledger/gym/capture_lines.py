@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from ledger.gym.ids import PRINTABLE_ID_PATTERN
+
 # Gym's key order of one capture line (§2.3); the mirror writes known keys in this order.
 CAPTURE_LINE_KEYS: tuple[str, ...] = (
     "model_call_id",
@@ -36,8 +38,12 @@ ALWAYS_WRITTEN_KEYS: frozenset[str] = frozenset(CAPTURE_LINE_KEYS[:11])
 MAX_MODEL_CALL_ID_LENGTH = 128
 MAX_LABEL_LENGTH = 256
 
+# Durations and timestamps are at most this large (ms: 31,000 years; s: 31 million years):
+# the ledger sums and subtracts them, and sums of larger finite floats overflow to infinity,
+# which is not JSON (a rollout's record could no longer be written).
+MAX_MEASURE = 1e15
 # A finite, non-negative JSON number (int or float, never bool or numeric text).
-NonNegativeNumber = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+NonNegativeNumber = Annotated[float, Field(ge=0, le=MAX_MEASURE, strict=True, allow_inf_nan=False)]
 HttpStatus = Annotated[StrictInt, Field(ge=100, le=599)]
 Label = Annotated[StrictStr, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]
 ModelCallId = Annotated[
@@ -45,8 +51,7 @@ ModelCallId = Annotated[
     Field(
         min_length=1,
         max_length=MAX_MODEL_CALL_ID_LENGTH,
-        # Visible ASCII only: the id is an idempotency key and appears in logs and file lines.
-        pattern=r"^[\x21-\x7e]+$",
+        pattern=PRINTABLE_ID_PATTERN,
     ),
 ]
 

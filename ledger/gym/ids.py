@@ -7,6 +7,9 @@ from collections.abc import Iterable
 
 from ledger.log.errors import InvalidRolloutId
 
+# Visible ASCII (no space, no control character): an identifier is an idempotency key and
+# appears in logs and file lines, where CR/LF could forge a line.
+PRINTABLE_ID_PATTERN = r"^[\x21-\x7e]+$"
 ROLLOUT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ATTEMPT_SUFFIX = re.compile(r"^(.+)-a(\d+)$")
 # Ids become file names in the mirror; the length bound keeps them below NAME_MAX with suffixes.

@@ -18,12 +18,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
+    FailFast,
     Field,
     StringConstraints,
     Tag,
     ValidationError,
     model_validator,
 )
+
+from ledger.gym.ids import PRINTABLE_ID_PATTERN
 
 CONTROL_ROUTE_PREFIX = "/training-token-capture/control"
 MAX_LEDGER_BATCH = 4096
@@ -48,12 +51,20 @@ INVALID_WORKER_COMMIT_COORDINATES = "invalid_worker_commit_coordinates"
 # under its ~2.7 kB limit); Gym's ids and hex digests are far shorter.
 MAX_INDEXED_STRING = 1024
 
-Identifier = Annotated[str, StringConstraints(strict=True, min_length=1)]
+# Identifiers are visible ASCII, as capture ids are: they reach log lines (the discard WARNING
+# names the staging key), where CR/LF would forge a line.
+Identifier = Annotated[
+    str, StringConstraints(strict=True, min_length=1, pattern=PRINTABLE_ID_PATTERN)
+]
 IndexedIdentifier = Annotated[
-    str, StringConstraints(strict=True, min_length=1, max_length=MAX_INDEXED_STRING)
+    str,
+    StringConstraints(
+        strict=True, min_length=1, max_length=MAX_INDEXED_STRING, pattern=PRINTABLE_ID_PATTERN
+    ),
 ]
 IndexedString = Annotated[str, StringConstraints(strict=True, max_length=MAX_INDEXED_STRING)]
-NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+# Bounded by what a database integer column holds.
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)]
 DigestHex = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -119,7 +130,7 @@ class CommittedRow(BaseModel):
     extras_digest: Annotated[str, Field(strict=True)] | None
     mode: Annotated[str, Field(strict=True)]
     admitted_at: FiniteFloat | None
-    staging_chain: list[Identifier]
+    staging_chain: Annotated[list[Identifier], FailFast()]
     chain_hash: IndexedString | None
     cumulative_hash: Annotated[str, Field(strict=True)] | None
     response_id: IndexedString | None
@@ -263,6 +274,7 @@ class LedgerBatchRequest(BaseModel):
     rollout_ids: Annotated[
         list[Annotated[str, Field(strict=True)]],
         Field(min_length=1, max_length=MAX_LEDGER_BATCH),
+        FailFast(),
     ]
 
 

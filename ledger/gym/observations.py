@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, FailFast, Field, ValidationError, model_validator
+
+from ledger.gym.capture_lines import MAX_MEASURE
 
 JsonObject = dict[str, Any]
 
@@ -80,12 +82,12 @@ class AgentInvocation(ObservationModel):
     parent_invocation_id: str | None = None
     spawned_by_tool_call_id: str | None = None
     status: InvocationStatus = "unknown"
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     error_type: str | None = None
-    model_calls: list[ModelCallRef] = Field(default_factory=list)
+    model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
     # Responses API input items (messages, function_call, function_call_output, ...), kept as
     # given: the ledger reads only ``type``, ``call_id`` and ``output`` from them.
-    conversation: list[JsonObject] = Field(default_factory=list)
+    conversation: Annotated[list[JsonObject], FailFast()] = Field(default_factory=list)
 
 
 class ToolCallObservation(ObservationModel):
@@ -96,9 +98,9 @@ class ToolCallObservation(ObservationModel):
     tool_call_id: str
     sandbox_id: str | None = None
     tool_name: str | None = None
-    started_at: float | None = None
-    completed_at: float | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    started_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
+    completed_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     timing_source: Literal["executor", "artifact", "harness"] | None = None
     status: ToolStatus = "unknown"
     error_type: str | None = None
@@ -129,9 +131,9 @@ class SandboxObservation(ObservationModel):
     sandbox_id: str | None = None
     outcome: SandboxOutcome = "unknown"
     exit_code: int | None = None
-    wall_time_s: float | None = Field(default=None, ge=0)
-    cpu_time_s: float | None = Field(default=None, ge=0)
-    peak_memory_mib: float | None = Field(default=None, ge=0)
+    wall_time_s: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
+    cpu_time_s: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
+    peak_memory_mib: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     resource_usage_source: str | None = None
     error_type: str | None = None
 
@@ -141,7 +143,7 @@ class ContextCompactionObservation(ObservationModel):
 
     kind: Literal["context_compaction"] = "context_compaction"
     invocation_id: str
-    observed_at: float | None = None
+    observed_at: float | None = Field(default=None, ge=-MAX_MEASURE, le=MAX_MEASURE)
     trigger: str | None = None
     tokens_before: int | None = Field(default=None, ge=0)
     tokens_after: int | None = Field(default=None, ge=0)
@@ -149,7 +151,7 @@ class ContextCompactionObservation(ObservationModel):
     summary: str | None = None
     first_kept_item_id: str | None = None
     before_model_call: ModelCallRef | None = None
-    model_calls: list[ModelCallRef] = Field(default_factory=list)
+    model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
     after_model_call: ModelCallRef | None = None
 
 
@@ -176,8 +178,8 @@ class AgentObservationBundle(ObservationModel):
     """Normalised observations returned by one agent server for one rollout."""
 
     source: str
-    records: list[AgentObservationRecord] = Field(default_factory=list)
-    gaps: list[ObservationGap] = Field(default_factory=list)
+    records: Annotated[list[AgentObservationRecord], FailFast()] = Field(default_factory=list)
+    gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _validate_identity(self) -> AgentObservationBundle:

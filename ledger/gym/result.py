@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    FailFast,
     Field,
     StrictBool,
     StrictInt,
@@ -23,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from ledger.gym.capture_lines import MAX_MEASURE
 from ledger.gym.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN, split_transport_rollout_id
 from ledger.gym.observations import ObservationGap
 
@@ -66,9 +68,9 @@ class RolloutResult(BaseModel):
     )
     resolved: StrictBool | None = None
     # An int stays an int: ``ng_perf.total_latency_ms`` repeats the value as measured.
-    latency_ms: int | float | None = Field(default=None, ge=0)
+    latency_ms: int | float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     ng_trajectory: dict[str, Any] | None = None
-    gaps: list[ObservationGap] = Field(default_factory=list)
+    gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 
     @field_validator("latency_ms", mode="before")
     @classmethod

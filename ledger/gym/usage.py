@@ -10,11 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# A count no database column holds (beyond a signed 64-bit integer) is no real count either.
+MAX_COUNT = 2**63 - 1
+
 
 def valid_count(value: object) -> int | None:
-    """A count is an int >= 0; bools, floats, strings and negatives count as absent."""
+    """A count is an int >= 0; bools, floats, strings and negatives count as absent, and so do
+    counts beyond the signed 64-bit range."""
     # bool is a subclass of int, so it has to be refused explicitly.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
         return None
     return value
 
@@ -58,11 +62,11 @@ def extract_token_stats(response: object) -> TokenStats:
     if cache_read is not None or cache_creation is not None:
         cache_total = (cache_read or 0) + (cache_creation or 0)
         if tokens_in is not None or cache_total > 0:
-            tokens_in = (tokens_in or 0) + cache_total
+            tokens_in = valid_count((tokens_in or 0) + cache_total)
 
     tokens_total = valid_count(usage.get("total_tokens"))
     if tokens_total is None and tokens_in is not None and tokens_out is not None:
-        tokens_total = tokens_in + tokens_out
+        tokens_total = valid_count(tokens_in + tokens_out)
 
     tokens_reasoning = _first_valid(usage.get("output_tokens_details"), "reasoning_tokens")
     if tokens_reasoning is None:

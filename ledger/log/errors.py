@@ -60,6 +60,10 @@ class PayloadTooLarge(LedgerError):
     status_code = 413
 
 
+class UnsupportedMediaType(LedgerError):
+    status_code = 415
+
+
 class InvalidPayload(LedgerError):
     status_code = 422
 

@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 from ledger.log.errors import DatabaseNotAtHead, InvalidRevision
+from ledger.log.private_files import create_private_file
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -32,8 +33,8 @@ def head_revision() -> str:
 
 
 def _ensure_sqlite_parent(url: str) -> None:
-    if is_sqlite_url(url):
-        Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
+    if is_sqlite_url(url) and sqlite_path(url) not in ("", ":memory:"):
+        create_private_file(Path(sqlite_path(url)))
 
 
 async def _with_connection(url: str, config: Config, action: str, revision: str) -> None:

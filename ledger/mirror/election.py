@@ -40,7 +40,7 @@ class FileLockElection:
     async def try_acquire(self) -> bool:
         if self._fd is not None:
             return True
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

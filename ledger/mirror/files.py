@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ledger.log.private_files import PRIVATE_FILE_MODE, make_private_dir
+
 TEMP_SUFFIX = ".mirror-tmp"
 
 
@@ -21,7 +23,7 @@ def fsync_directory(directory: Path) -> None:
 
 def append_durably(path: Path, data: bytes) -> None:
     """Append, flush and fsync (Gym's CaptureStore discipline, without the lock: one writer)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
     try:
         view = memoryview(data)
         while view:
@@ -35,7 +37,7 @@ def append_durably(path: Path, data: bytes) -> None:
 def replace_durably(path: Path, data: bytes) -> None:
     """Write a whole file atomically: a reader sees the old or the new content, never half."""
     temporary = path.with_name(path.name + TEMP_SUFFIX)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     try:
         _write_all(fd, data)
         os.fsync(fd)
@@ -63,7 +65,7 @@ class PageFiles:
 
     def replace(self, path: Path, data: bytes) -> None:
         self._appends.pop(path, None)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         replace_durably(path, data)
         self._changed.add(path)
 
@@ -75,7 +77,7 @@ class PageFiles:
     def finish(self) -> set[Path]:
         """Write the gathered appends (each file flushed and fsynced); every path changed."""
         for path, chunks in self._appends.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(path.parent)
             append_durably(path, b"".join(chunks))
             self._changed.add(path)
         self._appends = {}
@@ -117,7 +119,7 @@ def make_agree(directory: Path, names: Iterable[str], expected: Mapping[str, byt
             if current is not None and remove_if_present(path):
                 changed.add(path)
         elif current != content:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_private_dir(directory)
             replace_durably(path, content)
             changed.add(path)
     for name in names:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.log.events import Catalogue
+from ledger.log.private_files import make_private_dir
 from ledger.log.queries import head_seq, read_events
 from ledger.log.records import StoredEvent
 from ledger.log.store import LedgerStore
@@ -163,7 +164,7 @@ class MirrorFollower:
                     head,
                 )
         for area in self._areas:
-            area_directory(self._mirror_dir, area).mkdir(parents=True, exist_ok=True)
+            make_private_dir(area_directory(self._mirror_dir, area))
         if head != checkpoint:
             await self._save_checkpoint(head)
         self._checkpoint = self._saved_checkpoint = head

@@ -23,7 +23,7 @@ async def running_app(
         customise(application)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield application, http
 
 

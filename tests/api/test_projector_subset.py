@@ -27,7 +27,7 @@ async def test_create_app_serves_and_appends_with_the_given_projectors(
     application = create_app(settings, projectors)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             appended = await http.post(
                 "/v1/rollouts/r1/model-calls", json=chat_exchange(model_call_id="call-a")
             )

@@ -253,7 +253,7 @@ async def test_oversized_bodies_are_413_and_tokens_are_enforced(
     application = create_app(settings)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             ingest = {"Authorization": "Bearer ingest-secret"}
             read = {"Authorization": "Bearer read-secret"}
             big = chat_exchange(text="x" * 4096)

@@ -21,7 +21,7 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 def app_client(app: FastAPI, token: str = "control-secret") -> RolloutControlClient:
     return RolloutControlClient(
-        "http://ledger.test/", token, 10.0, transport=httpx.ASGITransport(app=app)
+        "http://localhost/", token, 10.0, transport=httpx.ASGITransport(app=app)
     )
 
 

@@ -56,6 +56,7 @@ def serve(
 
     from ledger.app.bootstrap import control_token_path, ensure_control_token
     from ledger.app.http.app import create_app
+    from ledger.app.http.server import uvicorn_options
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -79,7 +80,11 @@ def serve(
         err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
     if workers == 1:
         uvicorn.run(
-            create_app(settings), host=settings.host, port=settings.port, log_level=log_level
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_level=log_level,
+            **uvicorn_options(settings),
         )
         return
     # Worker processes build their settings from the environment: hand them this command's.
@@ -99,6 +104,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        **uvicorn_options(settings),
     )
 
 

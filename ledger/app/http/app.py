@@ -12,7 +12,10 @@ from ledger.app.areas import areas
 from ledger.app.bootstrap import open_ledger
 from ledger.app.config import Settings
 from ledger.app.http.errors import install_error_handlers
+from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.limits import BodySizeLimit
+from ledger.app.http.openapi import install_openapi
+from ledger.app.http.timeouts import BodyReadTimeout
 from ledger.log.projector import Projector
 
 
@@ -36,7 +39,11 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyReadTimeout, seconds=settings.body_timeout_s)
+    # Outermost: a request for another host name is refused before anything reads its body.
+    app.add_middleware(HostAllowList, extra_hosts=settings.accepted_host_names)
     for area in areas():
         for router in area.routers():
             app.include_router(router)

@@ -23,16 +23,25 @@ def bearer_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
 
+def authorization_of(request: Request) -> str | None:
+    """The Authorization header; repeated headers are joined with ", " (as Gym's middleware
+    joins them), so an ambiguous pair never matches a token: fail closed."""
+    values = request.headers.getlist("authorization")
+    if not values:
+        return None
+    return ", ".join(values)
+
+
 async def require_control(request: Request) -> None:
     ledger = get_ledger(request)
-    if not bearer_matches(request.headers.get("authorization"), ledger.control_token):
+    if not bearer_matches(authorization_of(request), ledger.control_token):
         raise Unauthorized(CONTROL_UNAUTHORIZED)
 
 
 async def require_ingest(request: Request) -> None:
     token = get_ledger(request).settings.ingest_token
     if token is not None and not bearer_matches(
-        request.headers.get("authorization"), token.get_secret_value()
+        authorization_of(request), token.get_secret_value()
     ):
         raise Unauthorized("missing or invalid ingest bearer token")
 
@@ -40,7 +49,7 @@ async def require_ingest(request: Request) -> None:
 async def require_read(request: Request) -> None:
     token = get_ledger(request).settings.read_token
     if token is not None and not bearer_matches(
-        request.headers.get("authorization"), token.get_secret_value()
+        authorization_of(request), token.get_secret_value()
     ):
         raise Unauthorized("missing or invalid read bearer token")
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 
 router = APIRouter(prefix="/v1", tags=["rollouts"])
 
@@ -23,7 +24,7 @@ class RolloutPublic(BaseModel):
     updated_at: datetime
 
 
-@router.get("/rollouts/{rollout_id}")
+@router.get("/rollouts/{rollout_id}", responses=error_responses(404))
 async def get_rollout(
     ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep
 ) -> RolloutPublic:

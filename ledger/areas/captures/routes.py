@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ledger.app.http.auth import IngestAuth, ReadAuth
+from ledger.app.http.body import read_json, request_body_schema, validate_as
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.captures.service import MAX_BATCH_ITEMS, MarkerReceipt
 from ledger.gym.capture_lines import MAX_MODEL_CALL_ID_LENGTH, CaptureExchange, ModelCallId
+from ledger.gym.ids import PRINTABLE_ID_PATTERN
 from ledger.log.errors import InvalidPayload
 
 router = APIRouter(prefix="/v1", tags=["model-call capture"])
@@ -33,22 +35,17 @@ class BatchRequest(BaseModel):
     items: list[BatchItem]
 
 
+PENDING_CALL = TypeAdapter(PendingCall)
+
+
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema()}},
-        }
-    }
+    return request_body_schema(TypeAdapter(model))
 
 
-async def _json_body(request: Request) -> Any:
-    """The body as JSON; read by hand so the stored exchange keeps the values as sent."""
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidPayload(f"body: not valid JSON: {exc}") from None
+async def _exchange_body(request: Request) -> Any:
+    """The body parsed once; the exchange is opaque model-server JSON, so integers beyond 64
+    bits are kept exactly as sent (a usage count that large is invalid, hence absent)."""
+    return await read_json(request, wide_integers=True)
 
 
 def _marker(receipt: MarkerReceipt, flag: str, **extra: Any) -> JSONResponse:
@@ -60,14 +57,18 @@ def _marker(receipt: MarkerReceipt, flag: str, **extra: Any) -> JSONResponse:
     "/rollouts/{rollout_id}/model-calls",
     status_code=201,
     openapi_extra=_schema_of(CaptureExchange),
-    responses={200: {"description": "the same exchange again: the original reply"}},
+    responses={
+        200: {"description": "the same exchange again: the original reply"},
+        **error_responses(409),
+    },
 )
 async def append_model_call(
     ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request
 ) -> JSONResponse:
     """Append one raw exchange (Gym's capture line); 201 once durable, 200 for a repeat,
     409 when the model_call_id was captured with a different exchange."""
-    receipt = await ledger.captures.append(rollout_id, await _json_body(request))
+    body = await _exchange_body(request)
+    receipt = await ledger.captures.append(rollout_id, body.refuse_if_wrong("exchange"))
     return JSONResponse(receipt.public(), status_code=201 if receipt.created else 200)
 
 
@@ -78,7 +79,11 @@ async def append_model_calls(
     """Append many exchanges for many rollouts: one result per item, in order
     (``status`` 201/200 with the receipt, or 400/409/422 with ``detail``).
     At most ``MAX_BATCH_ITEMS`` (1000) items."""
-    body = await _json_body(request)
+    parsed = await _exchange_body(request)
+    outside, refused = parsed.split_items("items")
+    if outside:
+        raise InvalidPayload("; ".join(problem.describe() for problem in outside[:10]))
+    body = parsed.value
     if not isinstance(body, dict):
         raise InvalidPayload("body: must be a JSON object with 'items'")
     unknown = sorted(set(body) - {"items"})
@@ -89,7 +94,9 @@ async def append_model_calls(
         raise InvalidPayload("items: must be a list")
     if len(items) > MAX_BATCH_ITEMS:
         raise InvalidPayload(f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
-    results = await ledger.captures.append_many(items)
+    results = await ledger.captures.append_many(
+        items, refused={index: problem.describe() for index, problem in refused.items()}
+    )
     return JSONResponse({"results": [result.public() for result in results]})
 
 
@@ -111,12 +118,18 @@ async def clear_model_calls(
     return _marker(await ledger.captures.clear(rollout_id), "cleared")
 
 
-@router.post("/rollouts/{rollout_id}/model-calls/pending", status_code=201)
+@router.post(
+    "/rollouts/{rollout_id}/model-calls/pending",
+    status_code=201,
+    openapi_extra=_schema_of(PendingCall),
+)
 async def announce_pending_call(
-    ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, call: PendingCall
+    ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request
 ) -> JSONResponse:
     """Announce an in-flight call: until its capture lands or it is withdrawn, the rollout's
     attachment carries the gap ``model_call_capture_pending``."""
+    body = await read_json(request)
+    call = validate_as(PENDING_CALL, body.refuse_if_wrong())
     receipt = await ledger.captures.announce_pending(rollout_id, call.model_call_id)
     return _marker(receipt, "pending", model_call_id=call.model_call_id)
 
@@ -126,7 +139,10 @@ async def withdraw_pending_call(
     ledger: LedgerDep,
     _auth: IngestAuth,
     rollout_id: RolloutIdDep,
-    model_call_id: Annotated[str, Query(min_length=1, max_length=MAX_MODEL_CALL_ID_LENGTH)],
+    model_call_id: Annotated[
+        str,
+        Query(min_length=1, max_length=MAX_MODEL_CALL_ID_LENGTH, pattern=PRINTABLE_ID_PATTERN),
+    ],
 ) -> JSONResponse:
     """Withdraw an announcement (the call will never be captured)."""
     receipt = await ledger.captures.withdraw_pending(rollout_id, model_call_id)

@@ -123,13 +123,24 @@ class BatchItemResult:
         return {"status": self.status, "detail": self.detail}
 
 
+MAX_ERRORS_SHOWN = 10
+MAX_ERRORS_LISTED = 1000
+MAX_ERROR_CHARS = 300
+
+
 def describe_validation_error(exc: ValidationError, prefix: str) -> str:
     """``exchange.status_code: Input should be a valid integer; ...`` (names every field)."""
     parts = []
-    for error in exc.errors():
-        location = ".".join(str(part) for part in (prefix, *error["loc"]))
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
+    # An error body is bounded: the first errors, each message and location cut short.
+    if exc.error_count() > MAX_ERRORS_LISTED:
+        # Materialising each error would cost far more memory than the body.
+        return f"{exc.error_count()} validation errors, too many to list"
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    for error in errors[:MAX_ERRORS_SHOWN]:
+        location = ".".join(str(part) for part in (prefix, *error["loc"]))[:MAX_ERROR_CHARS]
+        parts.append(f"{location}: {str(error['msg'])[:MAX_ERROR_CHARS]}")
+    more = len(errors) - MAX_ERRORS_SHOWN
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def prepare_exchange(
@@ -265,8 +276,11 @@ class CaptureService:
         )
         return result
 
-    async def append_many(self, items: Sequence[object]) -> list[BatchItemResult]:
-        """One result per item, in order; a bad item fails only itself."""
+    async def append_many(
+        self, items: Sequence[object], refused: Mapping[int, str] | None = None
+    ) -> list[BatchItemResult]:
+        """One result per item, in order; a bad item fails only itself. ``refused`` holds the
+        items the body parser already found wrong (422 with that detail)."""
         if len(items) > MAX_BATCH_ITEMS:
             raise InvalidPayload(
                 f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}"
@@ -275,6 +289,9 @@ class CaptureService:
         positions: list[int] = []
         prepared: list[PreparedExchange] = []
         for position, item in enumerate(items):
+            if refused and position in refused:
+                results[position] = BatchItemResult(422, detail=refused[position])
+                continue
             try:
                 prepared.append(prepare_batch_item(item, f"items.{position}"))
             except LedgerError as exc:

@@ -17,6 +17,7 @@ from ledger.areas.lineage.queries import (
 from ledger.gym.ids import validate_rollout_id, validate_rollout_ids
 from ledger.gym.lineage import CommittedRow, FailureRow, RolloutManifest, build_manifest, row_dict
 from ledger.log.errors import RolloutRetiredError
+from ledger.log.log_text import loggable
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -45,14 +46,14 @@ class LineageService:
                     "discarded a late lineage row for retired rollout %s (model call %s); "
                     "staged tokens under staging key %s are referenced by no manifest",
                     rollout_id,
-                    body["model_call_id"],
-                    result.staging_key,
+                    loggable(body["model_call_id"]),
+                    loggable(result.staging_key),
                 )
             else:
                 log.warning(
                     "discarded a late failure row for retired rollout %s (model call %s)",
                     rollout_id,
-                    body["model_call_id"],
+                    loggable(body["model_call_id"]),
                 )
         return result
 

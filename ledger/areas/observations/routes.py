@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ledger.app.http.auth import IngestAuth, ReadAuth
+from ledger.app.http.body import read_json, request_body_schema
 from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import RecordedReceipt
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
-from ledger.log.errors import InvalidPayload
 
 router = APIRouter(prefix="/v1", tags=["observations"])
 
@@ -30,21 +30,12 @@ View = Literal["stored", "export"]
 
 
 def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema(by_alias=True)}},
-        }
-    }
+    return request_body_schema(TypeAdapter(model))
 
 
 async def _json_body(request: Request) -> Any:
-    """The body as JSON, read by hand so errors name the contract rule (see the service)."""
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidPayload(f"body: not valid JSON: {exc}") from None
+    """The body parsed once; the service validates it once, so errors name the contract rule."""
+    return (await read_json(request)).refuse_if_wrong()
 
 
 def _receipt(receipt: RecordedReceipt) -> JSONResponse:
@@ -55,7 +46,10 @@ def _receipt(receipt: RecordedReceipt) -> JSONResponse:
     "/rollouts/{rollout_id}/observations",
     status_code=201,
     openapi_extra=_schema_of(AgentObservationBundle),
-    responses={200: {"description": "an idempotent repeat: the original receipt"}},
+    responses={
+        200: {"description": "an idempotent repeat: the original receipt"},
+        **error_responses(409),
+    },
 )
 async def record_observations(
     ledger: LedgerDep,
@@ -76,7 +70,10 @@ async def record_observations(
     "/rollouts/{rollout_id}/result",
     status_code=201,
     openapi_extra=_schema_of(RolloutResult),
-    responses={200: {"description": "an idempotent repeat: the original receipt"}},
+    responses={
+        200: {"description": "an idempotent repeat: the original receipt"},
+        **error_responses(409),
+    },
 )
 async def record_result(
     ledger: LedgerDep,
@@ -93,7 +90,7 @@ async def record_result(
     return _receipt(receipt)
 
 
-@router.get("/rollouts/{rollout_id}/trajectory")
+@router.get("/rollouts/{rollout_id}/trajectory", responses=error_responses(404))
 async def get_trajectory(
     ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep
 ) -> dict[str, Any]:
@@ -101,7 +98,7 @@ async def get_trajectory(
     return await ledger.observations.trajectory(rollout_id)
 
 
-@router.get("/rollouts/{rollout_id}/record")
+@router.get("/rollouts/{rollout_id}/record", responses=error_responses(404))
 async def get_record(
     ledger: LedgerDep,
     _auth: ReadAuth,

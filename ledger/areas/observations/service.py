@@ -55,16 +55,27 @@ class RecordedReceipt:
         }
 
 
+MAX_ERRORS_SHOWN = 10
+MAX_ERRORS_LISTED = 1000
+MAX_ERROR_CHARS = 300
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """``records.0.model_calls.0: model_call_id or both ...`` — the contract's words, located."""
     parts = []
-    for error in exc.errors():
-        message = str(error["msg"])
+    # An error body is bounded: the first errors, each message and location cut short.
+    if exc.error_count() > MAX_ERRORS_LISTED:
+        # Materialising each error would cost far more memory than the body.
+        return f"{exc.error_count()} validation errors, too many to list"
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    for error in errors[:MAX_ERRORS_SHOWN]:
+        message = str(error["msg"])[:MAX_ERROR_CHARS]
         if error["type"] == "value_error":
             message = message.removeprefix("Value error, ")
-        location = ".".join(str(part) for part in error["loc"])
+        location = ".".join(str(part) for part in error["loc"])[:MAX_ERROR_CHARS]
         parts.append(f"{location}: {message}" if location else message)
-    return "; ".join(parts)
+    more = len(errors) - MAX_ERRORS_SHOWN
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def parse_body(model: type[BaseModel], body: object, what: str) -> tuple[BaseModel, int]:

@@ -1,0 +1,109 @@
+"""The OpenAPI document: every ``$ref`` resolvable, and the error answers documented.
+
+Request bodies are documented with ``openapi_extra`` (the routes parse them themselves, see
+``body.py``); pydantic puts the models such a schema refers to under its own ``$defs``, which
+nothing in the document resolves. ``install_openapi`` moves them into
+``components/schemas``. Error statuses every route of a kind can answer (a refused Host, a
+missing token, a body that is too large, not JSON or invalid) are added here; the ones that
+depend on the route (404, 409, 410) are declared on the route with ``error_responses``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+ERROR_SCHEMA_NAME = "ErrorBody"
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": ERROR_SCHEMA_NAME,
+    "type": "object",
+    "properties": {"detail": {"title": "Detail", "description": "what is wrong (bounded)"}},
+    "required": ["detail"],
+}
+DESCRIPTIONS = {
+    400: "bad request: invalid rollout id, Host header not allowed, bad parameter",
+    401: "missing or invalid bearer token",
+    404: "not found",
+    408: "request body not received in time",
+    409: "conflict: the same id with different content",
+    410: "the rollout is retired",
+    413: "request body too large",
+    415: "the body is not JSON (content-type must be application/json)",
+    422: "invalid body or parameter (the first problems, named)",
+}
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route for its route-specific error statuses."""
+    return {status: _error_response(status) for status in statuses}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    return {
+        "description": DESCRIPTIONS[status],
+        "content": {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA_NAME}"}}
+        },
+    }
+
+
+def _hoist_defs(node: Any, schemas: dict[str, Any]) -> None:
+    """Move every nested ``$defs`` into ``schemas`` and point its references there."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            defs = current.pop("$defs", None)
+            if isinstance(defs, dict):
+                for name, schema in defs.items():
+                    schemas.setdefault(name, schema)
+                    stack.append(schema)
+            ref = current.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                current["$ref"] = "#/components/schemas/" + ref.removeprefix("#/$defs/")
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+
+
+def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
+    responses = operation.setdefault("responses", {})
+    statuses = [400]
+    if path not in UNAUTHENTICATED_PATHS:
+        statuses.append(401)
+    if "requestBody" in operation:
+        statuses += [408, 413, 415, 422]
+    for status in statuses:
+        responses.setdefault(str(status), _error_response(status))
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    document = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas.setdefault(ERROR_SCHEMA_NAME, ERROR_SCHEMA)
+    _hoist_defs(document["paths"], schemas)
+    _hoist_defs(schemas, schemas)
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            _document_errors(path, method, operation)
+    return document
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve ``build_openapi`` (built once, on the first request for it)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build_openapi(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,98 @@
+"""Hostile bodies against a real ``ledger serve`` process (issue 14): 1 MiB of ``{}`` items
+answered 422 with a few KiB, the server's memory growing by a small multiple of the body at
+most, and the server still answering afterwards.
+
+Two shapes per route: ``{}`` items as tight as JSON spells them (refused before parsing:
+their parsed form would cost 25 times the body), and the same items spaced out to the densest
+body the parser accepts (parsed and validated, every item wrong)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from ledger.app.http.json_body import BYTES_PER_CONTAINER
+from tests.support.server import ServerProcess
+
+MIB = 1024 * 1024
+# An error body is "a few KiB": the first errors, each cut short.
+MAX_ERROR_BODY = 8 * 1024
+# Peak RSS may grow by at most this many times the body (issue 14 saw 1,100 times).
+MAX_RSS_GROWTH_FACTOR = 10
+
+ROUTES = {
+    "lineage row": ("/v1/rollouts/r1/ledger/rows", b"[", b"]"),
+    "row staging chain": (
+        "/v1/rollouts/r1/ledger/rows",
+        b'{"model_call_id": "c", "staging_chain": [',
+        b"]}",
+    ),
+    "retire": ("/training-token-capture/control/rollouts/retire", b'{"rollout_ids": [', b"]}"),
+    "capture batch": ("/v1/model-calls/batch", b'{"items": [', b"]}"),
+    "capture": ("/v1/rollouts/r1/model-calls", b'{"dialect": [', b"]}"),
+    "observations": ("/v1/rollouts/r1/observations", b'{"source": "a", "records": [', b"]}"),
+    "result gaps": ("/v1/rollouts/r1/result", b'{"gaps": [', b"]}"),
+}
+
+
+def empty_items(prefix: bytes, suffix: bytes, item: bytes) -> bytes:
+    count = (MIB - len(prefix) - len(suffix)) // (len(item) + 1)
+    return prefix + b",".join([item] * count) + suffix
+
+
+def hostile_bodies() -> list[tuple[str, str, bytes]]:
+    spaced = b"{}".ljust(BYTES_PER_CONTAINER)
+    return [
+        (f"{name} ({shape})", url, empty_items(prefix, suffix, item))
+        for name, (url, prefix, suffix) in ROUTES.items()
+        for shape, item in (("tight", b"{}"), ("spaced", spaced))
+    ]
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    """(current, peak) resident set size of ``pid`` in KiB, from /proc."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields[name] = value.strip()
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def reset_peak_rss(pid: int) -> None:
+    # Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def test_hostile_bodies_get_bounded_errors_in_bounded_memory(
+    tmp_path: Path, database_url: str
+) -> None:
+    headers = {"content-type": "application/json", "authorization": "Bearer control-secret"}
+    growth: dict[str, int] = {}
+    with (
+        ServerProcess(
+            data_dir=tmp_path,
+            database_url=database_url,
+            env={"LEDGER_CONTROL_TOKEN": "control-secret"},
+        ) as server,
+        httpx.Client(base_url=server.base_url, timeout=120) as http,
+    ):
+        assert server.process is not None
+        pid = server.process.pid
+        # Every route once with a small bad body: imports and caches are not growth.
+        for url, _, _ in ROUTES.values():
+            http.post(url, content=b"[]", headers=headers)
+        events_before = http.get("/v1/events").json()["events"]
+        for name, url, body in hostile_bodies():
+            reset_peak_rss(pid)
+            before, _ = rss_kib(pid)
+            reply = http.post(url, content=body, headers=headers)
+            _, peak = rss_kib(pid)
+            growth[name] = peak - before
+            assert reply.status_code == 422, (name, reply.status_code, reply.text[:300])
+            assert len(reply.content) <= MAX_ERROR_BODY, (name, len(reply.content))
+            assert http.get("/healthz").status_code == 200
+        assert http.get("/v1/events").json()["events"] == events_before
+    worst = max(growth, key=lambda name: growth[name])
+    print(f"\npeak RSS growth per 1 MiB hostile body (KiB): {growth}; worst: {worst}")
+    assert growth[worst] * 1024 < MAX_RSS_GROWTH_FACTOR * MIB, growth
