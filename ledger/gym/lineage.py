@@ -95,8 +95,11 @@ _WIRE = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class CommittedRow(BaseModel):
-    """One committed model call as a model server records it: every column required.
+    """One committed model call as a model server records it.
 
+    Every column is required except ``chain_hash``, ``cumulative_hash`` and ``response_id``,
+    which rows of an older Gym model server lack: such a row is recorded as it came (the missing
+    keys stay missing) and the manifest reports it as a failure, as Gym's reader does.
     Types are strict (no coercion), lengths non-negative, floats finite. Cross-field rules
     (root/child, cum_len arithmetic, digest formats) are NOT enforced here: Gym records such a
     row and its manifest reports it as a failure, so the ledger does the same.
@@ -120,9 +123,9 @@ class CommittedRow(BaseModel):
     mode: Annotated[str, Field(strict=True)]
     admitted_at: FiniteFloat | None
     staging_chain: list[Identifier]
-    chain_hash: IndexedString | None
-    cumulative_hash: Annotated[str, Field(strict=True)] | None
-    response_id: IndexedString | None
+    chain_hash: IndexedString | None = None
+    cumulative_hash: Annotated[str, Field(strict=True)] | None = None
+    response_id: IndexedString | None = None
     output_fingerprint: Annotated[str, Field(strict=True)] | None
     continuation_fingerprint: Annotated[str, Field(strict=True)] | None
     fingerprint_version: NonNegativeInt | None
@@ -150,9 +153,14 @@ LedgerRowBody = Annotated[
 """A request body: a failure row when it has ``failure_reason``, else a committed row."""
 
 
+# Columns an older Gym model server's rows may lack (recorded without them).
+OPTIONAL_ROW_COLUMNS = ("chain_hash", "cumulative_hash", "response_id")
+
+
 def row_dict(row: CommittedRow | FailureRow) -> dict[str, Any]:
-    """The row as Gym writes it to ``<id>.lineage.jsonl`` (every column, nulls kept)."""
-    return row.model_dump(mode="json")
+    """The row as Gym writes it to ``<id>.lineage.jsonl``: every column it came with, nulls
+    kept; a column it lacked stays absent, so the mirror and ``ledger import`` see it as sent."""
+    return row.model_dump(mode="json", exclude_unset=True)
 
 
 def is_failure_row(row: Mapping[str, Any]) -> bool:
