@@ -32,7 +32,9 @@ def legacy_rows(rollout_id: str) -> list[dict[str, Any]]:
     c3 without cumulative_hash; c4 without chain_hash."""
     rows = [committed_row(rollout_id, f"c{n}") for n in range(1, 5)]
     for row, missing in zip(
-        rows[1:], (("response_id", "chain_hash"), ("cumulative_hash",), ("chain_hash",))
+        rows[1:],
+        (("response_id", "chain_hash"), ("cumulative_hash",), ("chain_hash",)),
+        strict=True,
     ):
         for column in missing:
             del row[column]
