@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -22,24 +21,9 @@ from ledger.gym.lineage import (
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.conftest import CONTROL_HEADERS
-from tests.lineage.rows import committed_row
+from tests.lineage.rows import committed_row, legacy_rows
 from tests.lineage.test_import import imported_state, run_import
 from tests.lineage.test_mirror_area import files_in, replay
-
-
-def legacy_rows(rollout_id: str) -> list[dict[str, Any]]:
-    """c1 complete; c2 without response_id AND chain_hash (response_id is checked first);
-    c3 without cumulative_hash; c4 without chain_hash."""
-    rows = [committed_row(rollout_id, f"c{n}") for n in range(1, 5)]
-    for row, missing in zip(
-        rows[1:],
-        (("response_id", "chain_hash"), ("cumulative_hash",), ("chain_hash",)),
-        strict=True,
-    ):
-        for column in missing:
-            del row[column]
-    return rows
-
 
 EXPECTED_FAILURES = [
     {"schema_version": 2, "model_call_id": "c2", "reason": LEDGER_ROW_MISSING_RESPONSE_ID},
