@@ -217,8 +217,11 @@ class CallRecord(BaseModel):
     cumulative_hash: DigestHex
     response_id: Identifier
     admitted_at: FiniteFloat | None = None
-    output_fingerprint: Identifier | None = None
-    continuation_fingerprint: Identifier | None = None
+    # Gym 0.7.0 types both as 64-hex digests (the contract leaves the type open): a row whose
+    # fingerprint is not one becomes an ``invalid_manifest_row`` failure, so every manifest the
+    # ledger serves validates as Gym's RolloutManifest.
+    output_fingerprint: DigestHex | None = None
+    continuation_fingerprint: DigestHex | None = None
     fingerprint_version: NonNegativeInt = 0
 
     @model_validator(mode="after")
