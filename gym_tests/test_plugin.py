@@ -242,3 +242,40 @@ def test_importing_the_plugin_pulls_in_no_server_stack() -> None:
 def test_commit_type_is_gyms() -> None:
     # The helper builds Gym's own value, so every test above records through Gym's type.
     assert isinstance(commit("1-0", "c1", [user("x")], "y"), CaptureLedgerCommit)
+
+
+async def test_ingest_and_read_tokens_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "ledger-data"
+    server = LedgerServer(
+        data_dir=data_dir,
+        database_url=f"sqlite+aiosqlite:///{data_dir / 'ledger.db'}",
+        env={"LEDGER_INGEST_TOKEN": "ingest-secret", "LEDGER_READ_TOKEN": "read-secret"},
+    ).start()
+    try:
+        monkeypatch.setenv("LEDGER_INGEST", "ingest-secret")
+        monkeypatch.setenv("LEDGER_READ", "read-secret")
+        config = gym_config(server, tmp_path / "tokens")
+        config["token_id_capture"]["lineage_store_kwargs"].update(
+            token_env="LEDGER_INGEST", read_token_env="LEDGER_READ"
+        )
+        store = TokenIdCaptureConfig.model_validate(config).build_lineage_store()
+        root = commit("11-0", "c1", [user("hi")], "hello")
+        await store.record(root)
+        resolved = await store.resolve("11-0", conversation_after(root, "more"))
+        assert resolved.match.model_call_id == "c1"
+        assert await store.has_rows("11-0") is True
+        await store.close()
+
+        anonymous = LedgerCaptureLedger(server.base_url)
+        with pytest.raises(ValueError, match="HTTP 401 missing or invalid ingest bearer token"):
+            await anonymous.record(root)
+        with pytest.raises(ValueError, match="HTTP 401 missing or invalid read bearer token"):
+            await anonymous.has_rows("11-0")
+        await anonymous.close()
+        monkeypatch.delenv("LEDGER_READ")
+        with pytest.raises(ValueError, match="LEDGER_READ is not set"):
+            LedgerCaptureLedger(server.base_url, read_token_env="LEDGER_READ")
+    finally:
+        server.stop()

@@ -65,9 +65,10 @@ class LedgerCaptureLedger:
     """A process-shared ``CaptureLedger`` (and ``LineageResolver``) backed by a ledger server.
 
     ``base_url``: the ledger, e.g. ``http://ledger:8000``. ``token_env``: the environment
-    variable holding the bearer for the ingest and read routes (None when the ledger has no
-    such tokens). ``control_token_env``: the variable holding the ledger's control token, used
-    for ``manifest`` (by default the one Gym reads for its own control route).
+    variable holding the bearer for the ingest routes, and for the read routes too unless
+    ``read_token_env`` names another (None when the ledger has no such tokens).
+    ``control_token_env``: the variable holding the ledger's control token, used for
+    ``manifest`` (by default the one Gym reads for its own control route).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class LedgerCaptureLedger:
         base_url: str,
         *,
         token_env: str | None = None,
+        read_token_env: str | None = None,
         control_token_env: str = DEFAULT_CONTROL_TOKEN_ENV,
         request_timeout_s: float = 30.0,
     ) -> None:
@@ -84,6 +86,8 @@ class LedgerCaptureLedger:
             raise ValueError("request_timeout_s must be a positive number")
         self.base_url = base_url.rstrip("/")
         self._token = _token_from(token_env, "ledger")
+        read_token = _token_from(read_token_env, "ledger read")
+        self._read_headers = {"Authorization": f"Bearer {read_token}"} if read_token else {}
         self._control_token_env = control_token_env
         self._timeout = float(request_timeout_s)
         # Made on first use, inside the event loop of the worker that uses it.
@@ -126,7 +130,10 @@ class LedgerCaptureLedger:
         if not fingerprint:
             return LineageResolution(ParentResolutionStatus.ROOT)
         response = await self._send(
-            "GET", f"/v1/rollouts/{rollout_id}/ledger/rows", params={"fingerprint": fingerprint}
+            "GET",
+            f"/v1/rollouts/{rollout_id}/ledger/rows",
+            params={"fingerprint": fingerprint},
+            headers=self._read_headers,
         )
         if response.status_code == 410:
             return LineageResolution(ParentResolutionStatus.UNRESOLVED, reason="no_match")
@@ -206,7 +213,9 @@ class LedgerCaptureLedger:
         Gym then poisons (rather than admits as a new root) a continuation that arrives after
         retirement, and the poison row is discarded, so nothing is written for it."""
         validate_rollout_id(rollout_id)
-        response = await self._send("GET", f"/v1/rollouts/{rollout_id}/ledger/has-rows")
+        response = await self._send(
+            "GET", f"/v1/rollouts/{rollout_id}/ledger/has-rows", headers=self._read_headers
+        )
         if response.status_code == 410:
             return True
         if response.status_code != 200:
