@@ -279,3 +279,40 @@ async def test_ingest_and_read_tokens_from_the_environment(
             LedgerCaptureLedger(server.base_url, read_token_env="LEDGER_READ")
     finally:
         server.stop()
+
+
+async def test_gyms_own_wiring_serves_the_manifest_from_the_plugin(
+    ledger_server: LedgerServer, tmp_path: Path, control_env: str
+) -> None:
+    """Gym's model-server wiring accepts the plug-in with external staging and two workers
+    (a process-shared CaptureLedger), and its own control route serves the ledger's manifest."""
+    from fastapi import FastAPI
+    from nemo_gym.base_responses_api_model import (
+        ModelCallCaptureConfig,
+        install_model_call_capture,
+    )
+
+    app = FastAPI()
+    install_model_call_capture(
+        app,
+        ModelCallCaptureConfig(),
+        global_config_dict=gym_config(ledger_server, tmp_path / "tokens"),
+        num_workers=2,
+    )
+    rid = "12-0"
+    one = worker(ledger_server, tmp_path)
+    root = commit(rid, "c1", [user("hi")], "hello")
+    await one.record(root)
+    route = f"/training-token-capture/control/rollouts/{rid}/manifest"
+    headers = {"Authorization": f"Bearer {control_env}"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gym-model-server") as gym:
+        served = await gym.get(route, headers=headers)
+        assert served.status_code == 200, served.text
+        assert RolloutManifest.model_validate(served.json()).records == [root.record]
+        assert served.json() == await one.manifest(rid)
+        assert (await gym.get(route)).status_code == 401
+        await retire(ledger_server, rid)
+        gone = await gym.get(route, headers=headers)
+    assert (gone.status_code, gone.json()) == (400, {"detail": "rollout 12-0 is retired"})
+    await one.close()
