@@ -88,7 +88,9 @@ def drop_postgres_database(admin_url: str, name: str) -> None:
     )
 
 
-def ledger_serve_process(*, data_dir: Path, database_url: str) -> ServerProcess:
+def ledger_serve_process(
+    *, data_dir: Path, database_url: str, env: dict[str, str] | None = None
+) -> ServerProcess:
     """``ledger serve --upgrade`` run by the project's own interpreter (its .venv: the server
     stack is not installed beside Gym), on a free loopback port."""
     python = os.environ.get(PROJECT_PYTHON_ENV)
@@ -98,10 +100,7 @@ def ledger_serve_process(*, data_dir: Path, database_url: str) -> ServerProcess:
     return ServerProcess(
         data_dir=data_dir,
         database_url=database_url,
+        env=env,
         argv=("ledger", "serve", "--upgrade"),
         python=python,
     )
-
-
-def control_token(server: ServerProcess) -> str:
-    return (server.data_dir / "control-token").read_text().strip()

@@ -8,7 +8,6 @@ import pytest
 from nemo_gym.token_id_capture.control_routes import RolloutControlClient
 from nemo_gym.token_id_capture.staging.records import RolloutManifest
 
-from gym_tests.support import control_token
 from tests.support.server import ServerProcess
 
 DIGEST = "a" * 64
@@ -44,7 +43,7 @@ def row(model_call_id: str) -> dict[str, object]:
 
 async def test_gym_client_reads_the_manifest_then_gets_410(ledger_server: ServerProcess) -> None:
     base = ledger_server.base_url
-    token = control_token(ledger_server)
+    token = ledger_server.control_token
     async with httpx.AsyncClient(base_url=base) as http:
         for call in ("c1", "c2"):
             answer = await http.post("/v1/rollouts/7-0/ledger/rows", json=row(call))

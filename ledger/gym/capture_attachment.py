@@ -34,18 +34,26 @@ def capture_gaps(
     incomplete: bool,
     pending: bool,
 ) -> list[dict[str, Any]]:
-    """Gym's merge gaps, in this order: no_records, records_unreadable, incomplete, pending.
+    """Gym's merge gaps, in its order: records_unreadable, then incomplete OR no_records, then
+    the ledger's own pending.
 
     ``has_evidence`` = any capture line or incomplete marker exists for the rollout;
     ``damaged_count`` = lines that are not JSON objects plus exchanges that fail to build.
+    The marker stands for the missing records: a marker with no lines is only
+    ``incomplete`` (Gym 0.7.0's merge adds ``no_records`` only when there is no marker).
     """
     gaps: list[dict[str, Any]] = []
-    if not has_evidence or (record_count == 0 and damaged_count == 0):
+    if not has_evidence:
         gaps.append(capture_gap(CAPTURE_GAP_NO_RECORDS))
-    if damaged_count > 0:
-        gaps.append(capture_gap(CAPTURE_GAP_RECORDS_UNREADABLE, detail=f"count={damaged_count}"))
-    if incomplete:
-        gaps.append(capture_gap(CAPTURE_GAP_INCOMPLETE))
+    else:
+        if damaged_count > 0:
+            gaps.append(
+                capture_gap(CAPTURE_GAP_RECORDS_UNREADABLE, detail=f"count={damaged_count}")
+            )
+        if incomplete:
+            gaps.append(capture_gap(CAPTURE_GAP_INCOMPLETE))
+        elif record_count == 0 and damaged_count == 0:
+            gaps.append(capture_gap(CAPTURE_GAP_NO_RECORDS))
     if pending:
         gaps.append(capture_gap(CAPTURE_GAP_PENDING))
     return gaps

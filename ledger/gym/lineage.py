@@ -106,8 +106,11 @@ _WIRE = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class CommittedRow(BaseModel):
-    """One committed model call as a model server records it: every column required.
+    """One committed model call as a model server records it.
 
+    Every column is required except ``chain_hash``, ``cumulative_hash`` and ``response_id``,
+    which rows of an older Gym model server lack: such a row is recorded as it came (the missing
+    keys stay missing) and the manifest reports it as a failure, as Gym's reader does.
     Types are strict (no coercion), lengths non-negative, floats finite. Cross-field rules
     (root/child, cum_len arithmetic, digest formats) are NOT enforced here: Gym records such a
     row and its manifest reports it as a failure, so the ledger does the same.
@@ -131,9 +134,9 @@ class CommittedRow(BaseModel):
     mode: Annotated[str, Field(strict=True)]
     admitted_at: FiniteFloat | None
     staging_chain: Annotated[list[Identifier], FailFast()]
-    chain_hash: IndexedString | None
-    cumulative_hash: Annotated[str, Field(strict=True)] | None
-    response_id: IndexedString | None
+    chain_hash: IndexedString | None = None
+    cumulative_hash: Annotated[str, Field(strict=True)] | None = None
+    response_id: IndexedString | None = None
     output_fingerprint: Annotated[str, Field(strict=True)] | None
     continuation_fingerprint: Annotated[str, Field(strict=True)] | None
     fingerprint_version: NonNegativeInt | None
@@ -161,9 +164,14 @@ LedgerRowBody = Annotated[
 """A request body: a failure row when it has ``failure_reason``, else a committed row."""
 
 
+# Columns an older Gym model server's rows may lack (recorded without them).
+OPTIONAL_ROW_COLUMNS = ("chain_hash", "cumulative_hash", "response_id")
+
+
 def row_dict(row: CommittedRow | FailureRow) -> dict[str, Any]:
-    """The row as Gym writes it to ``<id>.lineage.jsonl`` (every column, nulls kept)."""
-    return row.model_dump(mode="json")
+    """The row as Gym writes it to ``<id>.lineage.jsonl``: every column it came with, nulls
+    kept; a column it lacked stays absent, so the mirror and ``ledger import`` see it as sent."""
+    return row.model_dump(mode="json", exclude_unset=True)
 
 
 def is_failure_row(row: Mapping[str, Any]) -> bool:
@@ -220,8 +228,11 @@ class CallRecord(BaseModel):
     cumulative_hash: DigestHex
     response_id: Identifier
     admitted_at: FiniteFloat | None = None
-    output_fingerprint: Identifier | None = None
-    continuation_fingerprint: Identifier | None = None
+    # Gym 0.7.0 types both as 64-hex digests (the contract leaves the type open): a row whose
+    # fingerprint is not one becomes an ``invalid_manifest_row`` failure, so every manifest the
+    # ledger serves validates as Gym's RolloutManifest.
+    output_fingerprint: DigestHex | None = None
+    continuation_fingerprint: DigestHex | None = None
     fingerprint_version: NonNegativeInt = 0
 
     @model_validator(mode="after")

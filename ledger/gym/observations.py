@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, FailFast, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    FailFast,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from ledger.gym.capture_lines import MAX_MEASURE
+from ledger.gym.response_items import checked_conversation_item
 
 JsonObject = dict[str, Any]
+ConversationItem = Annotated[JsonObject, AfterValidator(checked_conversation_item)]
 
 MODEL_CALL_REF_REQUIRED = "model_call_id or both model_ref and response_id are required"
 INVOCATION_ID_NOT_UNIQUE = "invocation_id must be unique within an observation bundle"
@@ -85,9 +95,10 @@ class AgentInvocation(ObservationModel):
     duration_ms: float | None = Field(default=None, ge=0, le=MAX_MEASURE)
     error_type: str | None = None
     model_calls: Annotated[list[ModelCallRef], FailFast()] = Field(default_factory=list)
-    # Responses API input items (messages, function_call, function_call_output, ...), kept as
+    # Responses API input items (messages, function_call, function_call_output, ...): each must
+    # validate as Gym's NeMoGymResponseInputItem (ledger/gym/response_items.py), and is kept as
     # given: the ledger reads only ``type``, ``call_id`` and ``output`` from them.
-    conversation: Annotated[list[JsonObject], FailFast()] = Field(default_factory=list)
+    conversation: Annotated[list[ConversationItem], FailFast()] = Field(default_factory=list)
 
 
 class ToolCallObservation(ObservationModel):

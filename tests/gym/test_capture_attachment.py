@@ -254,10 +254,18 @@ GAP_CASES: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
         {"has_evidence": True, "record_count": 5, "damaged_count": 1, "incomplete": False},
         [{"code": "model_call_capture_records_unreadable", "detail": "count=1"}],
     ),
-    # the marker alone: no records and a failed write
+    # the marker alone: a failed write, and only that (Gym adds no_records only without one)
     (
         {"has_evidence": True, "record_count": 0, "damaged_count": 0, "incomplete": True},
-        [{"code": "model_call_capture_no_records"}, {"code": "model_call_capture_incomplete"}],
+        [{"code": "model_call_capture_incomplete"}],
+    ),
+    # the marker and only damaged lines
+    (
+        {"has_evidence": True, "record_count": 0, "damaged_count": 2, "incomplete": True},
+        [
+            {"code": "model_call_capture_records_unreadable", "detail": "count=2"},
+            {"code": "model_call_capture_incomplete"},
+        ],
     ),
     (
         {"has_evidence": True, "record_count": 4, "damaged_count": 0, "incomplete": True},

@@ -155,10 +155,18 @@ def test_manifest_never_contains_token_arrays() -> None:
 
 
 def test_record_is_rebuilt_losslessly() -> None:
-    row = committed_row("r1", "c1", output_fingerprint="of", continuation_fingerprint="cf")
+    row = committed_row(
+        "r1", "c1", output_fingerprint="0f" * 32, continuation_fingerprint="cf" * 32
+    )
     record = build_manifest("r1", [row]).records[0]
     assert record.model_dump(mode="json") == manifest_record(row)
     assert CallRecord.model_validate(record.model_dump(mode="json")) == record
+
+
+def test_a_fingerprint_that_is_not_a_digest_is_an_invalid_row() -> None:
+    # Gym 0.7.0's CallRecord types both fingerprints as 64-hex digests.
+    row = committed_row("r1", "c1", output_fingerprint="of")
+    assert failures_of([row]) == [("c1", INVALID_MANIFEST_ROW)]
 
 
 @pytest.mark.parametrize(

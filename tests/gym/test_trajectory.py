@@ -223,7 +223,11 @@ def test_tool_observations_merge_into_producer_tool_calls() -> None:
             "root",
             {"type": "function_call", "call_id": "t1", "name": "grep", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "t1", "output": "match"},
-            {"type": "function_call_output", "call_id": "t3", "output": {"rows": 2}},
+            {
+                "type": "function_call_output",
+                "call_id": "t3",
+                "output": [{"type": "input_text", "text": "2 rows"}],
+            },
             {"type": "function_call_output", "call_id": "t1", "output": "later copy"},
         ),
         # unknown never overwrites a known status; non-null observed fields win.
@@ -271,7 +275,7 @@ def test_tool_observations_merge_into_producer_tool_calls() -> None:
             "invocation_id": "root",
             "tool_call_id": "t3",
             "status": "completed",
-            "output": {"rows": 2},
+            "output": [{"type": "input_text", "text": "2 rows"}],
         },
         # Same tool_call_id in another invocation is another tool call, with no output there.
         {"kind": "tool_call", "invocation_id": "sub", "tool_call_id": "t1", "status": "unknown"},

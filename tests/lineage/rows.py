@@ -79,3 +79,17 @@ def manifest_record(row: dict[str, Any]) -> dict[str, Any]:
         "continuation_fingerprint": row["continuation_fingerprint"] or None,
         "fingerprint_version": row["fingerprint_version"] or 0,
     }
+
+
+def legacy_rows(rollout_id: str) -> list[dict[str, Any]]:
+    """c1 complete; c2 without response_id AND chain_hash (response_id is checked first);
+    c3 without cumulative_hash; c4 without chain_hash."""
+    rows = [committed_row(rollout_id, f"c{n}") for n in range(1, 5)]
+    for row, missing in zip(
+        rows[1:],
+        (("response_id", "chain_hash"), ("cumulative_hash",), ("chain_hash",)),
+        strict=True,
+    ):
+        for column in missing:
+            del row[column]
+    return rows

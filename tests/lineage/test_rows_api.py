@@ -243,3 +243,25 @@ async def test_lineage_projection_rebuilds_identically(client: httpx.AsyncClient
     async with store.read() as conn:
         report = await verify_projections(conn, store.catalogue, store.projectors)
     assert report.ok, report.differences
+
+
+async def test_has_rows_counts_committed_and_failure_rows(client: httpx.AsyncClient) -> None:
+    async def has_rows(rollout_id: str) -> httpx.Response:
+        return await client.get(f"/v1/rollouts/{rollout_id}/ledger/has-rows")
+
+    assert (await has_rows("h1")).json() == {"has_rows": False, "generation": 0}
+    await post_row(client, "h1", failure_row("c1"))
+    assert (await has_rows("h1")).json() == {"has_rows": True, "generation": 0}
+    await post_row(client, "h2", committed_row("h2", "c1"))
+    assert (await has_rows("h2")).json()["has_rows"] is True
+    await client.post(
+        f"{CONTROL}/rollouts/retire", json={"rollout_ids": ["h1"]}, headers=CONTROL_HEADERS
+    )
+    gone = await has_rows("h1")
+    assert gone.status_code == 410
+    assert gone.json() == {"detail": "rollout h1 is retired"}
+    await client.post(
+        f"{CONTROL}/rollouts/delete", json={"rollout_ids": ["h1"]}, headers=CONTROL_HEADERS
+    )
+    assert (await has_rows("h1")).json() == {"has_rows": False, "generation": 1}
+    assert (await has_rows("a%20b")).status_code == 400

@@ -49,6 +49,28 @@ async def test_record_identity_fields_come_from_the_result(client: httpx.AsyncCl
     assert record["task_id"] == "task-7"
 
 
+USER_TURN = {"role": "user", "content": "2+2?"}
+ASSISTANT_WITHOUT_ID = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "4", "annotations": []}],
+}
+ASSISTANT_WITHOUT_ANNOTATIONS = {
+    "type": "message",
+    "role": "assistant",
+    "id": "msg_1",
+    "content": [{"type": "output_text", "text": "4"}],
+}
+
+
+def invocation_with(*conversation: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "agent_invocation",
+        "invocation_id": "inv-1",
+        "conversation": list(conversation),
+    }
+
+
 INVALID_BUNDLES: list[tuple[str, dict[str, Any], str]] = [
     (
         "ref-without-key",
@@ -107,6 +129,24 @@ INVALID_BUNDLES: list[tuple[str, dict[str, Any], str]] = [
         "extra_field: Extra inputs are not permitted",
     ),
     ("missing-source", {"records": [], "source": None}, "source: Input should be a valid string"),
+    (
+        "assistant-output-without-id",
+        {"records": [invocation_with(USER_TURN, ASSISTANT_WITHOUT_ID)]},
+        "records.0.agent_invocation.conversation.1: not a Responses input item (read as "
+        "output_message): id: Field required",
+    ),
+    (
+        "output-text-without-annotations",
+        {"records": [invocation_with(USER_TURN, ASSISTANT_WITHOUT_ANNOTATIONS)]},
+        "records.0.agent_invocation.conversation.1: not a Responses input item (read as "
+        "output_message): content.0.OutputText.annotations: Field required",
+    ),
+    (
+        "unknown-item-type",
+        {"records": [invocation_with({"type": "tool_result", "output": "x"})]},
+        "records.0.agent_invocation.conversation.0: not a Responses input item (read as "
+        "tool_result): (item): Input tag 'tool_result' found using item_tag() does not match",
+    ),
 ]
 
 

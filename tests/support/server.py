@@ -53,6 +53,11 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def control_token(self) -> str:
+        """The token the server created in its data directory on first start."""
+        return (self.data_dir / "control-token").read_text().strip()
+
     def start(self, timeout: float = 30.0) -> ServerProcess:
         env = {
             **os.environ,

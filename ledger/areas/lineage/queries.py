@@ -354,6 +354,16 @@ async def rollout_generation(conn: AsyncConnection, rollout_id: str) -> tuple[in
     return int(row.generation), row.state == RETIRED
 
 
+async def generation_has_rows(conn: AsyncConnection, rollout_id: str, generation: int) -> bool:
+    """Any row (committed, lineage-only or failure) in this generation."""
+    query = select(
+        exists().where(
+            lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
+        )
+    )
+    return bool((await conn.execute(query)).scalar())
+
+
 async def find_rows(
     conn: AsyncConnection,
     rollout_id: str,

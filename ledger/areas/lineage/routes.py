@@ -117,6 +117,19 @@ async def admission(ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep
     return Admission(admitted=True, generation=await ledger.lineage.admission(rollout_id))
 
 
+class HasRows(BaseModel):
+    has_rows: bool
+    generation: int
+
+
+@router.get("/v1/rollouts/{rollout_id}/ledger/has-rows", tags=["lineage"])
+async def has_rows(ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep) -> HasRows:
+    """Whether the current generation has any row, committed or failure (Gym's
+    ``CaptureLedger.has_rows``); 410 once the rollout is retired."""
+    generation, found = await ledger.lineage.has_rows(rollout_id)
+    return HasRows(has_rows=found, generation=generation)
+
+
 class LedgerRowPublic(BaseModel):
     seq: int
     row: dict[str, Any]

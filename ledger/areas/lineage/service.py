@@ -73,6 +73,16 @@ class LineageService:
             raise RolloutRetiredError(rollout_id)
         return generation
 
+    async def has_rows(self, rollout_id: str) -> tuple[int, bool]:
+        """(current generation, any row in it?); RolloutRetiredError when fenced."""
+        validate_rollout_id(rollout_id)
+        async with self._store.read() as conn:
+            generation, retired = await queries.rollout_generation(conn, rollout_id)
+            if retired:
+                raise RolloutRetiredError(rollout_id)
+            found = await queries.generation_has_rows(conn, rollout_id, generation)
+        return generation, found
+
     async def find_rows(
         self, rollout_id: str, *, fingerprint: str | None, model_call_id: str | None
     ) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
