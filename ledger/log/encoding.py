@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.log.canonical import canonical_json, sha256_hex, storable_utf8
+from ledger.log.canonical import canonical_bytes, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,5 @@ class EncodedPayload:
 
 def encode_body(body: dict[str, Any]) -> EncodedPayload:
     """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate."""
-    text = canonical_json(body)
-    data = storable_utf8(text)
-    return EncodedPayload(body=body, text=text, sha256=sha256_hex(data), size=len(data))
+    data = canonical_bytes(body)
+    return EncodedPayload(body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data))

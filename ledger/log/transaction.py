@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.log.canonical import NotStorable, storable_utf8
+from ledger.log.canonical import NotStorable, parse_json, storable_utf8
 from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import EncodedPayload, encode_body
@@ -54,7 +53,7 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
     """Decode a stored row, upcasting its payload to the kind's current version."""
     payload: dict[str, Any] | None = None
     if row.payload is not None:
-        payload = catalogue.upcast(row.kind, row.schema_version, json.loads(row.payload))
+        payload = catalogue.upcast(row.kind, row.schema_version, parse_json(row.payload))
     return StoredEvent(
         seq=row.seq,
         recorded_at=as_utc(row.recorded_at),
@@ -97,16 +96,21 @@ class WriteTransaction:
 
     @property
     def conn(self) -> Connection:
-        """The write connection, for a command's own SQL.
+        """The write connection, for a command's own SQL. Reading it has no effect.
 
         Some projectors keep rows in memory until the command ends (``rollouts``,
-        ``capture_state``: one write per command instead of one per event); they are written
-        here first, so what the command reads is up to date. Take ``tx.conn`` for each read:
-        a connection kept from before an append would read those tables as they were.
+        ``capture_state``: one write per command instead of one per event). A command that
+        reads those tables by SQL after it appended must call ``flush_pending()`` first; the
+        ``tx``-taking read helpers of each area do, so a command built from them need not.
         """
+        return self._conn
+
+    def flush_pending(self) -> None:
+        """Write the rows projectors keep in memory (``DefersRows``) now, so SQL run on
+        ``conn`` afterwards sees everything this command appended. Writing early changes no
+        row; with nothing kept it does nothing."""
         for projector in self._deferring:
             projector.write_pending(self._conn)
-        return self._conn
 
     @property
     def catalogue(self) -> Catalogue:
@@ -129,8 +133,9 @@ class WriteTransaction:
         known, cached = self._rollouts.lookup(rollout_id)
         if known:
             return cached
-        # Through ``conn``: the row read must include what this command has appended.
-        row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
+        # The row read must include what this command has appended.
+        self.flush_pending()
+        row = self._conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
         state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
         return state

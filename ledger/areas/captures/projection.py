@@ -7,7 +7,6 @@ consumes one, like a non-blank line of Gym's capture file under the tolerant rea
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from ledger.areas.captures.events import (
 from ledger.areas.captures.queries import CaptureState, is_pending, load_state
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
 from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record
+from ledger.log.canonical import compact_json
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import encode_body
 from ledger.log.projector import Projector
@@ -92,7 +92,7 @@ def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
         "cache_creation_tokens": record.cache_creation_tokens,
         "num_tool_calls": len(record.tool_calls),
         # Field order kept (not sorted): reads hand the record out as Gym orders it.
-        "record": json.dumps(dump, separators=(",", ":"), ensure_ascii=False),
+        "record": compact_json(dump, allow_nan=True),
     }
 
 
@@ -100,7 +100,7 @@ class CapturesProjector:
     """Writes call and pending rows in ``apply``; keeps each touched rollout's
     ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
     command appending many captures to a rollout reads that row once and writes it once
-    instead of once per capture. ``tx.conn`` writes it before a command reads by SQL
+    instead of once per capture. ``tx.flush_pending()`` writes it before a command reads by SQL
     (``DefersRows``)."""
 
     name = "captures"

@@ -176,6 +176,7 @@ def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureRecei
 
     Raises Conflict before appending anything, so a batch can carry on with its other items.
     """
+    tx.flush_pending()
     lookup = lookup_capture(tx.conn, prepared.rollout_id, prepared.model_call_id)
     receipt, _ = decide_append(tx, prepared, lookup.existing, lookup.next_call_index)
     return receipt
@@ -230,6 +231,7 @@ def append_many_command(
         ids_by_rollout: dict[str, set[str]] = {}
         for item in prepared:
             ids_by_rollout.setdefault(item.rollout_id, set()).add(item.model_call_id)
+        tx.flush_pending()
         lookups = {
             rollout_id: lookup_captures(tx.conn, rollout_id, model_call_ids)
             for rollout_id, model_call_ids in ids_by_rollout.items()
@@ -304,6 +306,7 @@ class CaptureService:
         validate_rollout_id(rollout_id)
 
         def command(tx: WriteTransaction) -> MarkerReceipt:
+            tx.flush_pending()  # ``changes`` reads the capture tables by SQL
             if not changes(tx, tx.generation_of(rollout_id)):
                 return MarkerReceipt(rollout_id, changed=False, seq=None)
             appended = tx.append(kind, payload, rollout_id=rollout_id)

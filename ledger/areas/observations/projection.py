@@ -11,7 +11,6 @@ state rows do not yet). A rollout with captures only is stored as a template fil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,7 +47,7 @@ from ledger.areas.observations.record_pieces import CallTotals, fill
 from ledger.gym.model_calls import AGGREGATE_FIELDS, dump_with_payloads
 from ledger.gym.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.gym.result import RolloutResult, trajectory_identity
-from ledger.log.canonical import compact_json
+from ledger.log.canonical import compact_json, parse_json
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -224,7 +223,7 @@ class ObservationsProjector:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
-            record = json.loads(position.record)
+            record = parse_json(position.record)
             call = dump_with_payloads(record, exchange)
             entry = trajectory_entry(call)
             store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
