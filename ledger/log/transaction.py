@@ -69,6 +69,19 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
     )
 
 
+def encode_payload(
+    catalogue: Catalogue, kind: str, payload: BaseModel | dict[str, Any]
+) -> EncodedPayload:
+    """Validate a new payload and encode it as stored (canonical text and digest): needs no
+    ledger state, so callers do it before the writer (``LedgerStore.append``) and hand the
+    result to ``append``."""
+    _, body = catalogue.encode(kind, payload)
+    try:
+        return encode_body(body)
+    except NotStorable as exc:
+        raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -83,6 +96,8 @@ class WriteTransaction:
         catalogue: Catalogue,
         projectors: Sequence[Projector],
         rollouts: RolloutCache | None = None,
+        *,
+        defer_events: bool = False,
     ) -> None:
         self._conn = conn
         self.head = head
@@ -93,32 +108,66 @@ class WriteTransaction:
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
+        # With ``defer_events`` (the writer's batches) event rows are kept here, in seq order,
+        # and written by one multi-row INSERT (``write_events``): when the batch ends, or
+        # earlier when a command reads by SQL (``flush_pending``) or looks up an idempotency
+        # key one of them holds. No projector reads the events table while applying.
+        self._defer_events = defer_events
+        self._unwritten_events: list[dict[str, Any]] = []
+        self._unwritten_keys: set[str] = set()
+        # Rows written during the current command (inside its savepoint): a rollback of the
+        # command undoes them, so those of earlier commands are kept again.
+        self._written_in_command: list[dict[str, Any]] = []
 
     @property
     def conn(self) -> Connection:
         """The write connection, for a command's own SQL. Reading it has no effect.
 
         Some projectors keep rows in memory until the command ends (``rollouts``,
-        ``capture_state``: one write per command instead of one per event). A command that
-        reads those tables by SQL after it appended must call ``flush_pending()`` first; the
-        ``tx``-taking read helpers of each area do, so a command built from them need not.
+        ``capture_state``: one write per command instead of one per event), and in a writer
+        batch the event rows wait for the batch's one INSERT. A command that reads those
+        tables by SQL must first call ``flush_pending()`` (projections) or ``write_events()``
+        (the events table); the ``tx``-taking read helpers of each area do, so a command built
+        from them need not.
         """
         return self._conn
 
     def flush_pending(self) -> None:
         """Write the rows projectors keep in memory (``DefersRows``) now, so SQL run on
-        ``conn`` afterwards sees everything this command appended. Writing early changes no
-        row; with nothing kept it does nothing."""
+        ``conn`` afterwards sees the projections of everything appended so far. Writing early
+        changes no row; with nothing kept it does nothing. (The events table has its own
+        call, ``write_events``.)"""
         for projector in self._deferring:
             projector.write_pending(self._conn)
+
+    def write_events(self) -> None:
+        """Write the event rows kept in memory, all in one statement: the writer calls it
+        before the commit, and a command calls it before it reads the events table by SQL."""
+        if self._unwritten_events:
+            rows, self._unwritten_events = self._unwritten_events, []
+            self._unwritten_keys = set()
+            _INSERT_EVENT.execute_many(self._conn, rows)
+            self._written_in_command.extend(rows)
 
     @property
     def catalogue(self) -> Catalogue:
         return self._catalogue
 
     def rollback_to(self, head: ChainHead) -> None:
-        """Forget what a rolled-back command did: its chain head and any state it read."""
+        """Forget what a rolled-back command did: its chain head, its event rows not written
+        yet (the savepoint undid those written) and any state it read."""
         self.head = head
+        if self._written_in_command or (
+            self._unwritten_events and self._unwritten_events[-1]["seq"] > head.seq
+        ):
+            kept = [*self._written_in_command, *self._unwritten_events]
+            self._unwritten_events = [row for row in kept if row["seq"] <= head.seq]
+            self._unwritten_keys = {
+                row["idempotency_key"]
+                for row in self._unwritten_events
+                if row["idempotency_key"] is not None
+            }
+        self._written_in_command = []
         self._rollouts.clear()
         for projector in self._projectors:
             projector.discard()
@@ -128,6 +177,7 @@ class WriteTransaction:
         a touched rollout per command, not per event)."""
         for projector in self._projectors:
             projector.flush(self._conn)
+        self._written_in_command = []
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)
@@ -145,6 +195,9 @@ class WriteTransaction:
         return 0 if state is None else state.generation
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
+        if key in self._unwritten_keys:
+            # Read back as stored, exactly as if it had been written at once.
+            self.write_events()
         row = self._conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
         return None if row is None else row_to_event(row, self._catalogue)
 
@@ -159,15 +212,11 @@ class WriteTransaction:
         """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
         writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
         kind's current version, which the caller vouches for (it is not validated again)."""
+        version = self._catalogue.get(kind).version
         if isinstance(payload, EncodedPayload):
-            version = self._catalogue.get(kind).version
             encoded = payload
         else:
-            version, body = self._catalogue.encode(kind, payload)
-            try:
-                encoded = encode_body(body)
-            except NotStorable as exc:
-                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+            encoded = encode_payload(self._catalogue, kind, payload)
         if idempotency_key is not None:
             try:
                 storable_utf8(idempotency_key)
@@ -201,21 +250,24 @@ class WriteTransaction:
             idempotency_key=idempotency_key,
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
-        _INSERT_EVENT.execute(
-            self._conn,
-            {
-                "seq": seq,
-                "recorded_at": recorded_at,
-                "kind": kind,
-                "schema_version": version,
-                "rollout_id": rollout_id,
-                "generation": generation,
-                "idempotency_key": idempotency_key,
-                "payload": encoded.text,
-                "payload_sha256": payload_sha256,
-                "hash": event_hash,
-            },
-        )
+        row = {
+            "seq": seq,
+            "recorded_at": recorded_at,
+            "kind": kind,
+            "schema_version": version,
+            "rollout_id": rollout_id,
+            "generation": generation,
+            "idempotency_key": idempotency_key,
+            "payload": encoded.text,
+            "payload_sha256": payload_sha256,
+            "hash": event_hash,
+        }
+        if self._defer_events:
+            self._unwritten_events.append(row)
+            if idempotency_key is not None:
+                self._unwritten_keys.add(idempotency_key)
+        else:
+            _INSERT_EVENT.execute(self._conn, row)
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(
             seq=seq,

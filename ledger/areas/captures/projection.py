@@ -53,6 +53,18 @@ _UPDATE_STATE = DriverStatement(
     capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
+# On the driver too: a delete of 4,096 ids runs these once per id.
+_DELETE_STATE = DriverStatement(
+    delete(capture_state).where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
+)
+_FORGET_GENERATION = tuple(
+    DriverStatement(
+        delete(table)
+        .where(table.c.rollout_id == bindparam("b_rollout_id"))
+        .where(table.c.generation == bindparam("b_generation"))
+    )
+    for table in (capture_calls, capture_pending)
+)
 
 
 def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
@@ -162,7 +174,7 @@ class CapturesProjector:
             return
         if event.kind == ROLLOUT_DELETED:
             self._forget_generation(conn, rollout_id, event.generation)
-            conn.execute(delete(capture_state).where(capture_state.c.rollout_id == rollout_id))
+            _DELETE_STATE.execute(conn, {"b_rollout_id": rollout_id})
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
             return
@@ -243,12 +255,8 @@ class CapturesProjector:
         return state
 
     def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
-        for table in (capture_calls, capture_pending):
-            conn.execute(
-                delete(table)
-                .where(table.c.rollout_id == rollout_id)
-                .where(table.c.generation == generation)
-            )
+        for statement in _FORGET_GENERATION:
+            statement.execute(conn, {"b_rollout_id": rollout_id, "b_generation": generation})
 
 
 def projectors() -> list[Projector]:

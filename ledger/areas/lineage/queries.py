@@ -165,6 +165,8 @@ def _batch_state(
     with_rows: set[str] = set()
     with_events: set[str] = set()
     tx.flush_pending()
+    if events_too:
+        tx.write_events()  # the query below reads the events table
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
         chunk = list(rollout_ids[start : start + _PREFETCH_CHUNK])
         for row in tx.conn.execute(
