@@ -164,19 +164,17 @@ def _batch_state(
     fenced: set[str] = set()
     with_rows: set[str] = set()
     with_events: set[str] = set()
+    # Through the writer's cache, so the appends that follow do not read each row again.
+    for rollout_id, known in tx.rollouts_of(rollout_ids).items():
+        if known is not None:
+            generation[rollout_id] = known.generation
+            if known.state == RETIRED:
+                fenced.add(rollout_id)
     tx.flush_pending()
     if events_too:
         tx.write_events()  # the query below reads the events table
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
         chunk = list(rollout_ids[start : start + _PREFETCH_CHUNK])
-        for row in tx.conn.execute(
-            select(rollouts.c.rollout_id, rollouts.c.generation, rollouts.c.state).where(
-                rollouts.c.rollout_id.in_(chunk)
-            )
-        ):
-            generation[row.rollout_id] = int(row.generation)
-            if row.state == RETIRED:
-                fenced.add(row.rollout_id)
         current_rows = (
             select(lineage_rows.c.rollout_id)
             .join(
