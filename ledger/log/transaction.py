@@ -308,6 +308,7 @@ class WriteTransaction:
             payload=encoded.body,
             payload_sha256=payload_sha256,
             hash=event_hash,
+            derived=encoded.derived,
         )
         if rollout_id is not None:
             if self._projects_rollouts:

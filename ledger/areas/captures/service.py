@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ledger.areas.captures.derivation import derive_call
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -153,7 +154,11 @@ def prepare_exchange(
     try:
         # The event's payload, encoded here and stored as is: the body is what
         # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
-        payload = encode_body({"model_call_id": exchange["model_call_id"], "exchange": exchange})
+        # The projections' derivation of the call too: it needs no ledger state.
+        payload = encode_body(
+            {"model_call_id": exchange["model_call_id"], "exchange": exchange},
+            derived=derive_call(exchange),
+        )
     except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
         raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
     return PreparedExchange(rollout_id=checked_id, payload=payload)

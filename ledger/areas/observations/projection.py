@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
+from ledger.areas.captures.derivation import DerivedCall, at_position
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -108,8 +109,9 @@ class _Pending:
     last_seq: int
     bundle: tuple[int, dict[str, Any]] | None = None
     result: tuple[int, dict[str, Any]] | None = None
-    # Captures since the command began (or since the rollout's last clear in it): (seq, exchange).
-    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # Captures since the command began (or since the rollout's last clear in it): (seq,
+    # exchange, what was derived from it before the writer or None).
+    calls: list[tuple[int, dict[str, Any], object]] = field(default_factory=list)
     # A clear in this command: the stored call totals no longer count.
     cleared: bool = False
 
@@ -151,7 +153,7 @@ class ObservationsProjector:
         pending.last_seq = event.seq
         payload = event.payload
         if event.kind == MODEL_CALL_CAPTURED and payload is not None:
-            pending.calls.append((event.seq, payload["exchange"]))
+            pending.calls.append((event.seq, payload["exchange"], event.derived))
         elif event.kind == CAPTURE_CLEARED:
             forget_calls(conn, rollout_id, event.generation)
             pending.calls = []
@@ -219,13 +221,20 @@ class ObservationsProjector:
         ``call_index`` order, for the rollout's running totals."""
         kept: list[tuple[dict[str, Any], bool]] = []
         positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
-        for seq, exchange in pending.calls:
+        for seq, exchange, derived in pending.calls:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
-            record = parse_json(position.record)
-            call = dump_with_payloads(record, exchange)
-            entry = trajectory_entry(call)
+            if isinstance(derived, DerivedCall) and derived.call is not None:
+                # Derived before the writer at position 0 (derivation.py): only the position
+                # is put in; the entry does not depend on it.
+                record = at_position(derived.record or {}, position.call_index)
+                call = at_position(derived.call, position.call_index)
+                entry = derived.trajectory_entry
+            else:
+                record = parse_json(position.record)
+                call = dump_with_payloads(record, exchange)
+                entry = trajectory_entry(call)
             store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
         return kept
