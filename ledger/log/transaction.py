@@ -114,8 +114,9 @@ class WriteTransaction:
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
         # With ``defer_events`` (the writer's batches) event rows are kept here, in seq order,
         # and written by one multi-row INSERT (``write_events``): when the batch ends, or
-        # earlier when a command reads by SQL (``flush_pending``) or looks up an idempotency
-        # key one of them holds. No projector reads the events table while applying.
+        # earlier when a command is about to read the events table by SQL or looks up an
+        # idempotency key one of them holds. No projector reads the events table while
+        # applying, and no table has a foreign key to it.
         self._defer_events = defer_events
         self._unwritten_events: list[dict[str, Any]] = []
         self._unwritten_keys: set[str] = set()
