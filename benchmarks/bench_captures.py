@@ -5,6 +5,11 @@ exchanges, 32 concurrent clients sending single captures, then batches of 100. B
 run: 32 threads appending each capture to its rollout's JSONL file with flock + write + fsync,
 exactly Gym's CaptureStore discipline.
 
+Same-run baselines on the same server stack (benchmarks/bare_server.py, uvicorn + Starlette):
+a bare route that parses the body with orjson, ``executemany``s its raw items into one SQLite
+table and commits with ``synchronous=FULL``, and a no-op POST route. The product's figures are
+printed as ratios to them and to the Gym-style baseline; batched ingest uses 8 clients (issue 9).
+
 Diagnostics, same run, same clients and bodies (not product configurations): the server with
 the capture mirror off, then also without the observations projection, then with only the
 rollouts projection (benchmarks/ingest_server.py); the differences say where the time goes.
@@ -48,6 +53,8 @@ DESCRIPTION = "capture ingest (single, batched) vs flock+fsync JSONL; ng_model_c
 
 CLIENTS = 32
 BATCH = 100
+# Batched ingest as issue 9 states its target: 8 clients, 100 captures per request.
+BATCH_CLIENTS = 8
 READ_ROLLOUT = "bench-read-target"
 
 
@@ -101,6 +108,13 @@ def ingest_server(projectors: str) -> tuple[str, ...]:
     return ("benchmarks.ingest_server", "--projectors", projectors)
 
 
+# Same-run baselines on the same server stack (benchmarks/bare_server.py): storing the raw
+# items durably with nothing else, and the HTTP request alone.
+BARE = IngestServer(
+    "bare route (orjson, executemany, FULL commit)",
+    argv=("benchmarks.bare_server", "--mode", "bare"),
+)
+NOOP = IngestServer("no-op POST route", argv=("benchmarks.bare_server", "--mode", "noop"))
 PRODUCT = IngestServer("ledger (product: ledger serve, mirror on)")
 # The product on both cores: two server processes on the port, writers taking turns.
 PRODUCT_WORKERS = IngestServer(
@@ -151,9 +165,9 @@ class IngestBodies:
                         ]
                     }
                 ).encode()
-                for b in range(batches_per_client)
+                for b in range(batches_per_client * CLIENTS // BATCH_CLIENTS)
             ]
-            for n in range(CLIENTS)
+            for n in range(BATCH_CLIENTS)
         ]
         return cls(warmup, single, batches)
 
@@ -411,10 +425,50 @@ def measure_read(calls: int, requests: int) -> tuple[float, float]:
     return statistics.median(latencies), quantiles[98]
 
 
+def print_ingest(
+    baseline: float,
+    bare: IngestRates,
+    noop: IngestRates,
+    product: IngestRates,
+    workers: IngestRates,
+) -> None:
+    """The product lines as ratios to the three same-run baselines, and the issue 9 targets."""
+    single_clients = f"single ({CLIENTS} clients)"
+    batched_clients = f"batched x{BATCH} ({BATCH_CLIENTS} clients)"
+    print(f"same-run baselines:  {single_clients:>26} {batched_clients:>26}")
+    print(f"  gym (flock+write+fsync, {CLIENTS} writers)  {baseline:10,.0f}/s")
+    for label, rates in ((BARE.label, bare), (NOOP.label, noop)):
+        print(f"  {label:46} {rates.single:10,.0f}/s {rates.batched:18,.0f}/s")
+    print(
+        f"{'':48} {'single':>10} {'x no-op':>8} {'x bare':>7} {'x gym':>6}"
+        f" {'batched':>10} {'x bare':>7} {'x gym':>6}"
+    )
+    for label, rates in ((PRODUCT.label, product), (PRODUCT_WORKERS.label, workers)):
+        print(
+            f"  {label:46} {rates.single:8,.0f}/s {rates.single / noop.single:8.2f}"
+            f" {rates.single / bare.single:7.2f} {rates.single / baseline:6.2f}"
+            f" {rates.batched:8,.0f}/s {rates.batched / bare.batched:7.2f}"
+            f" {rates.batched / baseline:6.2f}"
+        )
+    single_ratio = product.single / noop.single
+    batched_ratio = product.batched / bare.batched
+    print(
+        f"targets (issue 9): single >= 0.5x no-op: {single_ratio:.2f}x"
+        f" {'MET' if single_ratio >= 0.5 else 'MISSED'}; batched >= 0.3x bare:"
+        f" {batched_ratio:.2f}x {'MET' if batched_ratio >= 0.3 else 'MISSED'}, >= 1x gym:"
+        f" {product.batched / baseline:.2f}x"
+        f" {'MET' if product.batched >= baseline else 'MISSED'}"
+    )
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench captures")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument(
+        "--no-read", action="store_true", help="ingest only (the read needs a 1M-call database)"
+    )
     args = parser.parse_args(argv)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     # --quick: enough single captures per server that the diagnostic differences are not noise.
     per_client = 30 if args.quick else 60
     batches = 2 if args.quick else 6
@@ -423,25 +477,16 @@ def main(argv: list[str]) -> None:
 
     baseline = measure_baseline(per_client)
     bodies = IngestBodies.build(per_client, batches)
+    bare = measure_ingest(BARE, bodies)
+    noop = measure_ingest(NOOP, bodies)
     product = measure_ingest(PRODUCT, bodies)
     workers = measure_ingest(PRODUCT_WORKERS, bodies)
     diagnostics = [measure_ingest(config, bodies) for config in DIAGNOSTICS]
-    print(f"gym baseline (flock+write+fsync, {CLIENTS} writers): {baseline:10,.0f} captures/s")
-    print(
-        f"ledger single-capture ({CLIENTS} clients):        {product.single:10,.0f} captures/s"
-        f"  ({product.single / baseline:.2f}x baseline; target >= 0.5x)"
-    )
-    print(
-        f"ledger batched x{BATCH} ({CLIENTS} clients):          {product.batched:10,.0f} captures/s"
-        f"  ({product.batched / baseline:.2f}x baseline; target >= 3x)"
-    )
-    for label, rates in (("--workers 2", workers),):
-        print(
-            f"ledger {label}: single {rates.single:,.0f} captures/s"
-            f" ({rates.single / baseline:.2f}x), batched {rates.batched:,.0f} captures/s"
-            f" ({rates.batched / baseline:.2f}x)"
-        )
+    print_ingest(baseline, bare, noop, product, workers)
     print_diagnostics(product, diagnostics)
+    print(f"load average after ingest: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.no_read:
+        return
     p50, p99 = measure_read(calls, requests)
     print(
         f"ng_model_call_capture, 50 calls, {calls:,} calls in DB: "

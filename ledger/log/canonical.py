@@ -1,23 +1,124 @@
-"""Canonical JSON: the one byte form that is stored and hashed."""
+"""Canonical JSON: the one byte form that is stored and hashed.
+
+The canonical form is, by definition, what the standard library writes:
+``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+allow_nan=False)`` encoded as UTF-8. orjson writes the same bytes several times faster for the
+values the ledger stores, but not for every value: it spells some floats differently (below
+1e-4 today; 1e16 and above, and -0.0, in other releases), it writes NaN as ``null``, it refuses
+integers beyond 64 bits and keys that are not strings, and its key order is not defined for
+them. So a value goes to orjson only when ``_orjson_writes_it_the_same`` says every leaf is one
+whose spelling both agree on (str, bool, None, 64-bit ints, floats in [1e-4, 1e16) or 0.0, dicts
+with str keys, lists); anything else, and anything orjson refuses, is written by the standard
+library exactly as before. tests/log/test_canonical.py compares both on generated values and
+pins the hashes of events written before orjson was used.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
+
+import orjson
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+# The float range in which orjson's shortest round-trip spelling is Python's ``repr``.
+_FLOAT_LOW = 1e-4
+_FLOAT_HIGH = 1e16
+
+
+def _orjson_writes_it_the_same(value: Any) -> bool:
+    """True when every leaf of ``value`` is one orjson spells exactly as ``json.dumps``."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)  # exact types: a subclass (an enum, a str subclass) goes to stdlib
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif kind is int:
+            if not _INT64_MIN <= item <= _INT64_MAX:
+                return False
+        elif kind is float:
+            magnitude = item if item > 0 else -item
+            # NaN fails every comparison; 0.0 passes, -0.0 does not (its repr starts with "-").
+            if not _FLOAT_LOW <= magnitude < _FLOAT_HIGH and not (
+                item == 0.0 and repr(item) == "0.0"
+            ):
+                return False
+        else:
+            return False
+    return True
+
+
+def _stdlib(value: Any, *, sort_keys: bool, allow_nan: bool) -> str:
+    return json.dumps(
+        value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan
+    )
+
+
+def _fast(value: Any, option: int) -> bytes | None:
+    if not _orjson_writes_it_the_same(value):
+        return None
+    try:
+        return orjson.dumps(value, option=option)
+    except orjson.JSONEncodeError:  # e.g. a lone surrogate: the stdlib path says what is wrong
+        return None
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes of ``canonical_json(value)``. ValueError for NaN/Infinity;
+    ``NotStorable`` (a ValueError) for text UTF-8 cannot hold."""
+    fast = _fast(value, orjson.OPT_SORT_KEYS)
+    if fast is not None:
+        return fast
+    return storable_utf8(_stdlib(value, sort_keys=True, allow_nan=False))
 
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, UTF-8 kept, NaN/Infinity refused (they are not JSON)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    fast = _fast(value, orjson.OPT_SORT_KEYS)
+    if fast is not None:
+        return fast.decode()
+    return _stdlib(value, sort_keys=True, allow_nan=False)
 
 
-def compact_json(value: Any) -> str:
+def compact_json(value: Any, *, allow_nan: bool = False) -> str:
     """Compact JSON that keeps key order (Gym's order is part of what readers see); not
-    canonical, so never hashed."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    canonical, so never hashed. ``allow_nan`` as in ``json.dumps``."""
+    fast = _fast(value, 0)
+    if fast is not None:
+        return fast.decode()
+    return _stdlib(value, sort_keys=False, allow_nan=allow_nan)
+
+
+# A run of 19 or more digits may be an integer orjson would parse as a float (it keeps 64 bits);
+# a false alarm (digits inside a string) only costs the slower parser.
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, by orjson where that gives the same value: never for text with a
+    run of 19+ digits (orjson turns integers beyond 64 bits into floats), and the standard
+    library for whatever orjson refuses (NaN, out-of-range numbers, lone surrogates)."""
+    if isinstance(text, str):
+        if _LONG_DIGITS.search(text) is not None:
+            return json.loads(text)
+    elif re.search(rb"\d{19}", text) is not None:
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 class NotStorable(ValueError):

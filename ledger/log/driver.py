@@ -14,7 +14,7 @@ Statements run this way bypass SQLAlchemy's cursor events (and its echo logging)
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -72,6 +72,29 @@ def _run(
         cursor.close()
 
 
+def _run_many(conn: Connection, compiled: _Compiled, rows: Sequence[Mapping[str, Any]]) -> None:
+    binds = compiled.binds
+    names = tuple(name for name, _ in binds)
+    bound: list[Any] = []
+    for params in rows:
+        values = [
+            params[name] if process is None else process(params[name]) for name, process in binds
+        ]
+        bound.append(
+            tuple(values) if compiled.positional else dict(zip(names, values, strict=True))
+        )
+    dialect = conn.dialect
+    cursor = conn.connection.cursor()
+    try:
+        cursor.executemany(compiled.sql, bound)
+    except dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            compiled.sql, bound, exc, dialect.loaded_dbapi.Error, dialect=dialect
+        ) from exc
+    finally:
+        cursor.close()
+
+
 class DriverStatement:
     """An INSERT/UPDATE/DELETE whose columns come from the parameter names, as with Core."""
 
@@ -83,17 +106,28 @@ class DriverStatement:
         compiled = self._statement.compile(dialect=dialect, column_keys=sorted(keys))
         return _Compiled(compiled.string, compiled.positional, _bind_plan(compiled, dialect))
 
-    def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
-        """Run with ``params``; return the driver's rowcount."""
-        dialect = conn.dialect
-        key = (dialect.name, frozenset(params))
+    def _compiled_for(self, dialect: Dialect, names: frozenset[str]) -> _Compiled:
+        key = (dialect.name, names)
         compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = self._compiled[key] = self._compile(dialect, key[1])
+            compiled = self._compiled[key] = self._compile(dialect, names)
+        return compiled
+
+    def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
+        """Run with ``params``; return the driver's rowcount."""
+        compiled = self._compiled_for(conn.dialect, frozenset(params))
         rowcount, _ = _run(
             conn, compiled.sql, compiled.positional, compiled.binds, params, fetch=False
         )
         return rowcount
+
+    def execute_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run once per row in one driver call (``executemany``: one statement prepared once,
+        and on asyncpg one pipelined round trip). Every row must have the same keys."""
+        if not rows:
+            return
+        compiled = self._compiled_for(conn.dialect, frozenset(rows[0]))
+        _run_many(conn, compiled, rows)
 
 
 @dataclass(frozen=True)

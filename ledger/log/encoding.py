@@ -9,10 +9,10 @@ it, so the bytes are the same by construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.log.canonical import canonical_json, sha256_hex, storable_utf8
+from ledger.log.canonical import canonical_bytes, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,14 @@ class EncodedPayload:
     text: str
     sha256: str
     size: int
+    # What an area derived from the body before the writer, for its projectors (handed to
+    # them as ``StoredEvent.derived``); never stored or hashed, so not compared either.
+    derived: object = field(default=None, compare=False, repr=False)
 
 
-def encode_body(body: dict[str, Any]) -> EncodedPayload:
+def encode_body(body: dict[str, Any], *, derived: object = None) -> EncodedPayload:
     """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate."""
-    text = canonical_json(body)
-    data = storable_utf8(text)
-    return EncodedPayload(body=body, text=text, sha256=sha256_hex(data), size=len(data))
+    data = canonical_bytes(body)
+    return EncodedPayload(
+        body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data), derived=derived
+    )

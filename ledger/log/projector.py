@@ -46,9 +46,9 @@ class DefersRows(Protocol):
     """A projector that keeps rows in memory while a command appends (``flush`` writes them).
 
     Until then its tables are behind the events, so whatever reads them by SQL during the
-    command must first have them written: ``WriteTransaction.conn`` calls ``write_pending`` on
-    every such projector before handing the connection to a command. Writing early changes no
-    row, it only costs the statements that deferring saved.
+    command must first have them written: the command calls ``WriteTransaction.flush_pending``,
+    which calls ``write_pending`` on every such projector (reading ``tx.conn`` does nothing).
+    Writing early changes no row, it only costs the statements that deferring saved.
     """
 
     def write_pending(self, conn: Connection) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,9 @@ class StoredEvent:
     payload: dict[str, Any] | None
     payload_sha256: str
     hash: str
+    # What the command's area derived from the payload before the writer (EncodedPayload),
+    # for its projectors; None for events read back or rebuilt. Not part of the event.
+    derived: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

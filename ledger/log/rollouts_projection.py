@@ -77,8 +77,8 @@ class RolloutsProjector:
     """Every event of a rollout rewrites its row, so ``apply`` keeps the row in memory and
     ``flush`` writes it once per command: a batch of 100 captures to one rollout costs one
     UPDATE, not 100. Within a command the writer's ``RolloutCache`` (updated by ``append``)
-    answers ``tx.rollout()``, and ``tx.conn`` writes the row before a command reads by SQL
-    (``DefersRows``)."""
+    answers ``tx.rollout()``, and ``tx.flush_pending()`` writes the row before a command reads
+    by SQL (``DefersRows``)."""
 
     name = "rollouts"
     tables: tuple[Table, ...] = (rollouts,)

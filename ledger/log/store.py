@@ -22,7 +22,7 @@ from ledger.log.events import Catalogue
 from ledger.log.projector import Projector
 from ledger.log.records import Appended, NewEvent, RolloutState, StoredEvent
 from ledger.log.sync_reader import SyncReader
-from ledger.log.transaction import WriteTransaction
+from ledger.log.transaction import WriteTransaction, encode_payload
 from ledger.log.writer import (
     AsyncEngineRunner,
     BatchRunner,
@@ -107,15 +107,18 @@ class LedgerStore:
         return await self.writer.execute(command, size_hint=size_hint)
 
     async def append(self, event: NewEvent) -> Appended:
+        # Validated and encoded here, off the writer's thread: that needs no ledger state.
+        encoded = encode_payload(self.catalogue, event.kind, event.payload)
+
         def command(tx: WriteTransaction) -> Appended:
             return tx.append(
                 event.kind,
-                event.payload,
+                encoded,
                 rollout_id=event.rollout_id,
                 idempotency_key=event.idempotency_key,
             )
 
-        return await self.execute(command)
+        return await self.execute(command, size_hint=encoded.size)
 
     async def read_sync(self, fn: Callable[[Connection], T]) -> T:
         """Run a synchronous read in one snapshot: on SQLite whole on a reader thread

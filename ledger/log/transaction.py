@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, Row, bindparam, select
 
-from ledger.log.canonical import NotStorable, storable_utf8
+from ledger.log.canonical import NotStorable, parse_json, storable_utf8
 from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import EncodedPayload, encode_body
@@ -43,6 +42,10 @@ _SELECT_BY_IDEMPOTENCY_KEY = select(events).where(
 )
 
 
+# Ids per ``IN (...)`` list: well inside every backend's parameter limit.
+_IN_CHUNK = 500
+
+
 def read_head(conn: Connection) -> ChainHead:
     row = conn.execute(
         select(events.c.seq, events.c.hash).order_by(events.c.seq.desc()).limit(1)
@@ -54,7 +57,7 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
     """Decode a stored row, upcasting its payload to the kind's current version."""
     payload: dict[str, Any] | None = None
     if row.payload is not None:
-        payload = catalogue.upcast(row.kind, row.schema_version, json.loads(row.payload))
+        payload = catalogue.upcast(row.kind, row.schema_version, parse_json(row.payload))
     return StoredEvent(
         seq=row.seq,
         recorded_at=as_utc(row.recorded_at),
@@ -68,6 +71,19 @@ def row_to_event(row: Row[Any], catalogue: Catalogue) -> StoredEvent:
         payload_sha256=row.payload_sha256,
         hash=row.hash,
     )
+
+
+def encode_payload(
+    catalogue: Catalogue, kind: str, payload: BaseModel | dict[str, Any]
+) -> EncodedPayload:
+    """Validate a new payload and encode it as stored (canonical text and digest): needs no
+    ledger state, so callers do it before the writer (``LedgerStore.append``) and hand the
+    result to ``append``."""
+    _, body = catalogue.encode(kind, payload)
+    try:
+        return encode_body(body)
+    except NotStorable as exc:
+        raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
 
 
 def _now() -> datetime:
@@ -84,6 +100,8 @@ class WriteTransaction:
         catalogue: Catalogue,
         projectors: Sequence[Projector],
         rollouts: RolloutCache | None = None,
+        *,
+        defer_events: bool = False,
     ) -> None:
         self._conn = conn
         self.head = head
@@ -94,27 +112,67 @@ class WriteTransaction:
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
+        # With ``defer_events`` (the writer's batches) event rows are kept here, in seq order,
+        # and written by one multi-row INSERT (``write_events``): when the batch ends, or
+        # earlier when a command is about to read the events table by SQL or looks up an
+        # idempotency key one of them holds. No projector reads the events table while
+        # applying, and no table has a foreign key to it.
+        self._defer_events = defer_events
+        self._unwritten_events: list[dict[str, Any]] = []
+        self._unwritten_keys: set[str] = set()
+        # Rows written during the current command (inside its savepoint): a rollback of the
+        # command undoes them, so those of earlier commands are kept again.
+        self._written_in_command: list[dict[str, Any]] = []
 
     @property
     def conn(self) -> Connection:
-        """The write connection, for a command's own SQL.
+        """The write connection, for a command's own SQL. Reading it has no effect.
 
         Some projectors keep rows in memory until the command ends (``rollouts``,
-        ``capture_state``: one write per command instead of one per event); they are written
-        here first, so what the command reads is up to date. Take ``tx.conn`` for each read:
-        a connection kept from before an append would read those tables as they were.
+        ``capture_state``: one write per command instead of one per event), and in a writer
+        batch the event rows wait for the batch's one INSERT. A command that reads those
+        tables by SQL must first call ``flush_pending()`` (projections) or ``write_events()``
+        (the events table); the ``tx``-taking read helpers of each area do, so a command built
+        from them need not.
         """
+        return self._conn
+
+    def flush_pending(self) -> None:
+        """Write the rows projectors keep in memory (``DefersRows``) now, so SQL run on
+        ``conn`` afterwards sees the projections of everything appended so far. Writing early
+        changes no row; with nothing kept it does nothing. (The events table has its own
+        call, ``write_events``.)"""
         for projector in self._deferring:
             projector.write_pending(self._conn)
-        return self._conn
+
+    def write_events(self) -> None:
+        """Write the event rows kept in memory, all in one statement: the writer calls it
+        before the commit, and a command calls it before it reads the events table by SQL."""
+        if self._unwritten_events:
+            rows, self._unwritten_events = self._unwritten_events, []
+            self._unwritten_keys = set()
+            _INSERT_EVENT.execute_many(self._conn, rows)
+            self._written_in_command.extend(rows)
 
     @property
     def catalogue(self) -> Catalogue:
         return self._catalogue
 
     def rollback_to(self, head: ChainHead) -> None:
-        """Forget what a rolled-back command did: its chain head and any state it read."""
+        """Forget what a rolled-back command did: its chain head, its event rows not written
+        yet (the savepoint undid those written) and any state it read."""
         self.head = head
+        if self._written_in_command or (
+            self._unwritten_events and self._unwritten_events[-1]["seq"] > head.seq
+        ):
+            kept = [*self._written_in_command, *self._unwritten_events]
+            self._unwritten_events = [row for row in kept if row["seq"] <= head.seq]
+            self._unwritten_keys = {
+                row["idempotency_key"]
+                for row in self._unwritten_events
+                if row["idempotency_key"] is not None
+            }
+        self._written_in_command = []
         self._rollouts.clear()
         for projector in self._projectors:
             projector.discard()
@@ -124,22 +182,51 @@ class WriteTransaction:
         a touched rollout per command, not per event)."""
         for projector in self._projectors:
             projector.flush(self._conn)
+        self._written_in_command = []
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)
         if known:
             return cached
-        # Through ``conn``: the row read must include what this command has appended.
-        row = self.conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
+        # The row read must include what this command has appended.
+        self.flush_pending()
+        row = self._conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
         state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
         return state
+
+    def rollouts_of(self, rollout_ids: Sequence[str]) -> dict[str, RolloutState | None]:
+        """``rollout()`` of many ids: the rows not in the writer's cache are read with a few
+        ``IN`` lists instead of one SELECT each, and kept in the cache like ``rollout()``
+        keeps them (a command over thousands of ids then appends without reading again)."""
+        found: dict[str, RolloutState | None] = {}
+        missing: list[str] = []
+        for rollout_id in dict.fromkeys(rollout_ids):
+            known, cached = self._rollouts.lookup(rollout_id)
+            if known:
+                found[rollout_id] = cached
+            else:
+                missing.append(rollout_id)
+        if missing:
+            self.flush_pending()  # the rows read must include what this command appended
+        for start in range(0, len(missing), _IN_CHUNK):
+            chunk = missing[start : start + _IN_CHUNK]
+            rows = self._conn.execute(select(rollouts).where(rollouts.c.rollout_id.in_(chunk)))
+            read = {row.rollout_id: RolloutState.from_row(row) for row in rows}
+            for rollout_id in chunk:
+                state = read.get(rollout_id)
+                self._rollouts.remember(rollout_id, state)
+                found[rollout_id] = state
+        return found
 
     def generation_of(self, rollout_id: str) -> int:
         state = self.rollout(rollout_id)
         return 0 if state is None else state.generation
 
     def find_by_idempotency_key(self, key: str) -> StoredEvent | None:
+        if key in self._unwritten_keys:
+            # Read back as stored, exactly as if it had been written at once.
+            self.write_events()
         row = self._conn.execute(_SELECT_BY_IDEMPOTENCY_KEY, {"b_idempotency_key": key}).first()
         return None if row is None else row_to_event(row, self._catalogue)
 
@@ -154,15 +241,11 @@ class WriteTransaction:
         """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
         writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
         kind's current version, which the caller vouches for (it is not validated again)."""
+        version = self._catalogue.get(kind).version
         if isinstance(payload, EncodedPayload):
-            version = self._catalogue.get(kind).version
             encoded = payload
         else:
-            version, body = self._catalogue.encode(kind, payload)
-            try:
-                encoded = encode_body(body)
-            except NotStorable as exc:
-                raise InvalidPayload(f"{kind} event cannot be stored: {exc}") from None
+            encoded = encode_payload(self._catalogue, kind, payload)
         if idempotency_key is not None:
             try:
                 storable_utf8(idempotency_key)
@@ -196,21 +279,24 @@ class WriteTransaction:
             idempotency_key=idempotency_key,
         )
         event_hash = chain_hash(self.head.hash, header, payload_sha256)
-        _INSERT_EVENT.execute(
-            self._conn,
-            {
-                "seq": seq,
-                "recorded_at": recorded_at,
-                "kind": kind,
-                "schema_version": version,
-                "rollout_id": rollout_id,
-                "generation": generation,
-                "idempotency_key": idempotency_key,
-                "payload": encoded.text,
-                "payload_sha256": payload_sha256,
-                "hash": event_hash,
-            },
-        )
+        row = {
+            "seq": seq,
+            "recorded_at": recorded_at,
+            "kind": kind,
+            "schema_version": version,
+            "rollout_id": rollout_id,
+            "generation": generation,
+            "idempotency_key": idempotency_key,
+            "payload": encoded.text,
+            "payload_sha256": payload_sha256,
+            "hash": event_hash,
+        }
+        if self._defer_events:
+            self._unwritten_events.append(row)
+            if idempotency_key is not None:
+                self._unwritten_keys.add(idempotency_key)
+        else:
+            _INSERT_EVENT.execute(self._conn, row)
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(
             seq=seq,
@@ -223,6 +309,7 @@ class WriteTransaction:
             payload=encoded.body,
             payload_sha256=payload_sha256,
             hash=event_hash,
+            derived=encoded.derived,
         )
         if rollout_id is not None:
             if self._projects_rollouts:

@@ -232,13 +232,22 @@ class Writer:
 
     def _apply(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
         try:
-            return self._apply_batch(conn, batch)
+            try:
+                return self._apply_batch(conn, batch, defer_events=True)
+            except _BatchEventsFailed:
+                # The batch's one INSERT of its event rows failed (a row the database refuses):
+                # run the batch again writing each event as it is appended, so the error fails
+                # the command that appended it and only that one, as it always has.
+                self._rollouts.clear()
+                return self._apply_batch(conn, batch, defer_events=False)
         except BaseException:
             # Nothing of this batch was committed: the rows it remembered are not true.
             self._rollouts.clear()
             raise
 
-    def _apply_batch(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
+    def _apply_batch(
+        self, conn: Connection, batch: list[_Pending[Any]], *, defer_events: bool
+    ) -> _BatchResult:
         result = _BatchResult()
         with conn.begin():
             if self._advisory_lock:
@@ -246,7 +255,14 @@ class Writer:
             # Read the head inside the lock: another process may have appended since our last batch.
             head = read_head(conn)
             self._rollouts.begin(head)
-            tx = WriteTransaction(conn, head, self._catalogue, self._projectors, self._rollouts)
+            tx = WriteTransaction(
+                conn,
+                head,
+                self._catalogue,
+                self._projectors,
+                self._rollouts,
+                defer_events=defer_events,
+            )
             savepoints = CommandSavepoints(conn)
             try:
                 for pending in batch:
@@ -265,7 +281,15 @@ class Writer:
                         savepoints.keep()
                         result.outcomes.append(_Outcome(ok=True, value=value))
                         result.events += tx.head.seq - before.seq
+                try:
+                    tx.write_events()
+                except DBAPIError as exc:
+                    raise _BatchEventsFailed from exc
             finally:
                 savepoints.close()
         self._rollouts.committed(tx.head)
         return result
+
+
+class _BatchEventsFailed(Exception):
+    """The multi-row INSERT of a batch's event rows failed (the transaction is rolled back)."""

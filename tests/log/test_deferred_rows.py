@@ -124,7 +124,9 @@ async def test_reads_inside_a_command_see_what_it_appended(store: LedgerStore) -
         seen: list[object] = []
         capture(tx, "r1", "a")
         last = capture(tx, "r1", "b")
-        # The captures service's reads (marker commands, an append's lookup).
+        # The captures service's reads (marker commands, an append's lookup), after the
+        # explicit flush a command makes before reading by SQL.
+        tx.flush_pending()
         state = load_state(tx.conn, "r1", 0)
         seen.append((state.next_call_index, state.record_count, state.last_seq == last))
         seen.append(lookup_capture(tx.conn, "r1", "c").next_call_index)
@@ -150,7 +152,8 @@ async def test_a_failed_command_leaves_no_rows_behind(store: LedgerStore) -> Non
 
     def failing(tx: WriteTransaction) -> None:
         capture(tx, "gone", "a")
-        load_state(tx.conn, "gone", 0)  # writes the rows mid-command: the savepoint undoes them
+        tx.flush_pending()  # writes the rows mid-command: the savepoint undoes them
+        load_state(tx.conn, "gone", 0)
         capture(tx, "gone", "b")
         capture(tx, "kept", "x")  # pending for a rollout the next command touches too
         raise Boom

@@ -105,6 +105,7 @@ def _import_line(
         else:
             if model_call_id is not None:
                 generation = tx.generation_of(rollout_id)
+                tx.flush_pending()  # earlier lines of this command may be kept in memory
                 existing = find_call(tx.conn, rollout_id, generation, model_call_id)
                 if existing is not None and existing.exchange_sha256 == sha:
                     outcome.already_present += 1
@@ -149,7 +150,9 @@ def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
     def command(tx: WriteTransaction) -> bool:
         if tx.find_by_idempotency_key(key) is not None:
             return False
-        if load_state(tx.conn, rollout_id, tx.generation_of(rollout_id)).incomplete:
+        generation = tx.generation_of(rollout_id)
+        tx.flush_pending()
+        if load_state(tx.conn, rollout_id, generation).incomplete:
             return False
         tx.append(
             CAPTURE_MARKED_INCOMPLETE,

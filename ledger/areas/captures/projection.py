@@ -7,12 +7,18 @@ consumes one, like a non-blank line of Gym's capture file under the tolerant rea
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert
 
+from ledger.areas.captures.derivation import (
+    DerivedCall,
+    at_position,
+    derive_call,
+    derived_of,
+    record_text,
+)
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -23,7 +29,6 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.queries import CaptureState, is_pending, load_state
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
-from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import encode_body
 from ledger.log.projector import Projector
@@ -43,8 +48,6 @@ _HANDLED = frozenset(
 )
 
 
-_PAYLOADS = set(PAYLOAD_FIELDS)
-
 _CALL_COLUMNS = [column.name for column in capture_calls.columns]
 # Compiled once and run on the driver (store/driver.py): these run for every capture.
 _INSERT_CALL = DriverStatement(capture_calls.insert())
@@ -53,6 +56,18 @@ _UPDATE_STATE = DriverStatement(
     capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
+# On the driver too: a delete of 4,096 ids runs these once per id.
+_DELETE_STATE = DriverStatement(
+    delete(capture_state).where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
+)
+_FORGET_GENERATION = tuple(
+    DriverStatement(
+        delete(table)
+        .where(table.c.rollout_id == bindparam("b_rollout_id"))
+        .where(table.c.generation == bindparam("b_generation"))
+    )
+    for table in (capture_calls, capture_pending)
+)
 
 
 def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
@@ -63,44 +78,21 @@ def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
 
 def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
     """The normalised columns of one position; a damaged row when no record can be built."""
-    try:
-        record = build_model_call_record(exchange, call_index)
-    except ValueError:
-        return {"damaged": True}
-    dump = record.model_dump(mode="json", exclude=_PAYLOADS)
-    return {
-        "damaged": False,
-        "response_id": record.response_id,
-        "client_session_id": record.client_session_id,
-        "model_ref_name": record.model_ref.name if record.model_ref is not None else None,
-        "model": record.model,
-        "dialect": record.dialect,
-        "status_code": record.status_code,
-        "response_status": record.response_status,
-        "finish_reason": record.finish_reason,
-        "error_category": record.error_category,
-        "started_at": record.started_at,
-        "completed_at": record.completed_at,
-        "latency_total_ms": record.latency_total_ms,
-        "latency_ttft_ms": record.latency_ttft_ms,
-        "tokens_in": record.tokens_in,
-        "tokens_out": record.tokens_out,
-        "tokens_reasoning": record.tokens_reasoning,
-        "tokens_total": record.tokens_total,
-        "cached_tokens": record.cached_tokens,
-        "cache_hit": record.cache_hit,
-        "cache_creation_tokens": record.cache_creation_tokens,
-        "num_tool_calls": len(record.tool_calls),
-        # Field order kept (not sorted): reads hand the record out as Gym orders it.
-        "record": json.dumps(dump, separators=(",", ":"), ensure_ascii=False),
-    }
+    return _columns_at(derive_call(exchange), call_index)
+
+
+def _columns_at(derived: DerivedCall, call_index: int) -> dict[str, Any]:
+    if derived.record is None:
+        return dict(derived.columns)
+    # Field order kept (not sorted): reads hand the record out as Gym orders it.
+    return {**derived.columns, "record": record_text(at_position(derived.record, call_index))}
 
 
 class CapturesProjector:
     """Writes call and pending rows in ``apply``; keeps each touched rollout's
     ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
     command appending many captures to a rollout reads that row once and writes it once
-    instead of once per capture. ``tx.conn`` writes it before a command reads by SQL
+    instead of once per capture. ``tx.flush_pending()`` writes it before a command reads by SQL
     (``DefersRows``)."""
 
     name = "captures"
@@ -162,7 +154,7 @@ class CapturesProjector:
             return
         if event.kind == ROLLOUT_DELETED:
             self._forget_generation(conn, rollout_id, event.generation)
-            conn.execute(delete(capture_state).where(capture_state.c.rollout_id == rollout_id))
+            _DELETE_STATE.execute(conn, {"b_rollout_id": rollout_id})
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
             return
@@ -207,8 +199,8 @@ class CapturesProjector:
             return state
         row = dict(_DAMAGED_ROW)
         if event.kind == MODEL_CALL_CAPTURED:
-            exchange = payload["exchange"]
-            row.update(call_columns(exchange, call_index))
+            derived = derived_of(event.derived, payload["exchange"])
+            row.update(_columns_at(derived, call_index))
             row["model_call_id"] = payload["model_call_id"]
             row["exchange_sha256"] = event.payload_sha256
         row.update(
@@ -243,12 +235,8 @@ class CapturesProjector:
         return state
 
     def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
-        for table in (capture_calls, capture_pending):
-            conn.execute(
-                delete(table)
-                .where(table.c.rollout_id == rollout_id)
-                .where(table.c.generation == generation)
-            )
+        for statement in _FORGET_GENERATION:
+            statement.execute(conn, {"b_rollout_id": rollout_id, "b_generation": generation})
 
 
 def projectors() -> list[Projector]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +10,7 @@ from sqlalchemy import BigInteger, Connection, Integer, String, bindparam, selec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
+from ledger.log.canonical import parse_json
 from ledger.log.driver import DriverQuery
 from ledger.log.tables import events
 
@@ -261,9 +261,9 @@ def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> Capt
                 seq=row.call_seq,
                 damaged=bool(row.damaged),
                 model_call_id=row.call_model_call_id,
-                record=json.loads(row.record) if row.record is not None else None,
+                record=parse_json(row.record) if row.record is not None else None,
                 payload=(
-                    json.loads(row.event_payload)
+                    parse_json(row.event_payload)
                     if with_payloads and row.event_payload is not None
                     else None
                 ),

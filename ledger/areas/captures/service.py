@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ledger.areas.captures.derivation import derive_call
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -164,7 +165,11 @@ def prepare_exchange(
     try:
         # The event's payload, encoded here and stored as is: the body is what
         # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
-        payload = encode_body({"model_call_id": exchange["model_call_id"], "exchange": exchange})
+        # The projections' derivation of the call too: it needs no ledger state.
+        payload = encode_body(
+            {"model_call_id": exchange["model_call_id"], "exchange": exchange},
+            derived=derive_call(exchange),
+        )
     except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
         raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
     return PreparedExchange(rollout_id=checked_id, payload=payload)
@@ -187,6 +192,7 @@ def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureRecei
 
     Raises Conflict before appending anything, so a batch can carry on with its other items.
     """
+    tx.flush_pending()
     lookup = lookup_capture(tx.conn, prepared.rollout_id, prepared.model_call_id)
     receipt, _ = decide_append(tx, prepared, lookup.existing, lookup.next_call_index)
     return receipt
@@ -241,6 +247,7 @@ def append_many_command(
         ids_by_rollout: dict[str, set[str]] = {}
         for item in prepared:
             ids_by_rollout.setdefault(item.rollout_id, set()).add(item.model_call_id)
+        tx.flush_pending()
         lookups = {
             rollout_id: lookup_captures(tx.conn, rollout_id, model_call_ids)
             for rollout_id, model_call_ids in ids_by_rollout.items()
@@ -321,6 +328,7 @@ class CaptureService:
         validate_rollout_id(rollout_id)
 
         def command(tx: WriteTransaction) -> MarkerReceipt:
+            tx.flush_pending()  # ``changes`` reads the capture tables by SQL
             if not changes(tx, tx.generation_of(rollout_id)):
                 return MarkerReceipt(rollout_id, changed=False, seq=None)
             appended = tx.append(kind, payload, rollout_id=rollout_id)

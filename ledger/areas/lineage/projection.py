@@ -16,6 +16,7 @@ from ledger.areas.lineage.events import (
 from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
 from ledger.gym.lineage import staging_key_of
 from ledger.log.canonical import canonical_json, sha256_hex
+from ledger.log.driver import DriverStatement
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -25,8 +26,11 @@ HOLD_ID = 1
 # Built once (SQLAlchemy memoises the cache key per statement object).
 _INSERT_ROW = lineage_rows.insert()
 _INSERT_DISCARDED = lineage_discarded.insert()
-_END_GENERATION = delete(lineage_rows).where(
-    lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
+# On the driver: a delete of 4,096 ids runs it once per id.
+_END_GENERATION = DriverStatement(
+    delete(lineage_rows).where(
+        lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
+    )
 )
 _RELEASE_HOLD = delete(lineage_removal_hold)
 
@@ -96,7 +100,7 @@ class LineageProjector:
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
             # The tombstone ends the generation: its rows are gone for every reader, and a
             # rebuild after compaction (payloads redacted) agrees with the live tables.
-            conn.execute(_END_GENERATION, {"rid": event.rollout_id, "gen": event.generation})
+            _END_GENERATION.execute(conn, {"rid": event.rollout_id, "gen": event.generation})
             return
         if event.kind == REMOVAL_HOLD_RELEASED:
             conn.execute(_RELEASE_HOLD)

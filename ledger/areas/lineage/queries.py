@@ -98,6 +98,7 @@ def _current_state(conn: Connection, rollout_id: str) -> tuple[int, bool]:
 
 
 def _current(tx: WriteTransaction, rollout_id: str) -> tuple[int, bool]:
+    tx.flush_pending()
     return _current_state(tx.conn, rollout_id)
 
 
@@ -107,6 +108,7 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
     generation, fenced = _current(tx, rollout_id)
     model_call_id = str(row["model_call_id"])
     row_sha = sha256_hex(canonical_json(row).encode())
+    tx.flush_pending()
     same_call = tx.conn.execute(
         _SAME_CALL, {"rid": rollout_id, "gen": generation, "mcid": model_call_id}
     ).all()
@@ -136,6 +138,7 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
 
 
 def _check_hold(tx: WriteTransaction) -> None:
+    tx.flush_pending()
     reason = tx.conn.execute(_HOLD_REASON).scalar()
     if reason is not None:
         raise RemovalHeld(str(reason))
@@ -161,16 +164,17 @@ def _batch_state(
     fenced: set[str] = set()
     with_rows: set[str] = set()
     with_events: set[str] = set()
+    # Through the writer's cache, so the appends that follow do not read each row again.
+    for rollout_id, known in tx.rollouts_of(rollout_ids).items():
+        if known is not None:
+            generation[rollout_id] = known.generation
+            if known.state == RETIRED:
+                fenced.add(rollout_id)
+    tx.flush_pending()
+    if events_too:
+        tx.write_events()  # the query below reads the events table
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
         chunk = list(rollout_ids[start : start + _PREFETCH_CHUNK])
-        for row in tx.conn.execute(
-            select(rollouts.c.rollout_id, rollouts.c.generation, rollouts.c.state).where(
-                rollouts.c.rollout_id.in_(chunk)
-            )
-        ):
-            generation[row.rollout_id] = int(row.generation)
-            if row.state == RETIRED:
-                fenced.add(row.rollout_id)
         current_rows = (
             select(lineage_rows.c.rollout_id)
             .join(
@@ -262,6 +266,7 @@ def _has_rows_now(tx: WriteTransaction, rollout_id: str, generation: int) -> boo
             lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
         )
     )
+    tx.flush_pending()
     return bool(tx.conn.execute(query).scalar())
 
 
@@ -285,6 +290,7 @@ def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
 
 def set_hold(tx: WriteTransaction, reason: str) -> bool:
     """Set (or change) the removal hold; False if it was already set with this reason."""
+    tx.flush_pending()
     current = tx.conn.execute(_HOLD_REASON).scalar()
     if current == reason:
         return False
@@ -294,6 +300,7 @@ def set_hold(tx: WriteTransaction, reason: str) -> bool:
 
 def release_hold(tx: WriteTransaction) -> bool:
     """Release the hold; False if none was set."""
+    tx.flush_pending()
     if tx.conn.execute(_HOLD_REASON).scalar() is None:
         return False
     tx.append(REMOVAL_HOLD_RELEASED, {})

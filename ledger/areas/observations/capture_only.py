@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
+from ledger.areas.captures.derivation import trajectory_entry
 from ledger.areas.observations.record_pieces import (
     CALLS_MARKER,
     MODEL_CALLS_MARKER,
@@ -34,8 +33,6 @@ from ledger.areas.observations.record_pieces import (
 from ledger.gym.capture_attachment import capture_attachment, strip_payloads
 from ledger.gym.model_calls import build_model_call_record
 from ledger.gym.record import RolloutEvidence, enrich_record
-from ledger.gym.trajectory import trajectory_model_call
-from ledger.gym.trajectory_record import TrajectoryModelCall
 from ledger.log.canonical import compact_json
 
 # Shapes kept (see CaptureOnlyAssembler): one per recently captured rollout, ~2 KB each.
@@ -56,17 +53,6 @@ _PROBE_EXCHANGE: dict[str, Any] = {
     "request": None,
     "response": None,
 }
-
-
-def trajectory_entry(call: Mapping[str, Any]) -> str | None:
-    """A call's entry in ``ng_trajectory.model_calls`` as the full projection dumps it (compact
-    JSON), from its record dump WITH payloads; None when the entry is not valid on its own
-    (then a record with this call is always rebuilt in full)."""
-    try:
-        entry = TrajectoryModelCall.model_validate(trajectory_model_call(call))
-    except (ValidationError, ValueError):
-        return None
-    return compact_json(entry.model_dump(mode="json"))
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ state rows do not yet). A rollout with captures only is stored as a template fil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, Table
 
+from ledger.areas.captures.derivation import DerivedCall, at_position
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -48,7 +48,7 @@ from ledger.areas.observations.record_pieces import CallTotals, fill
 from ledger.gym.model_calls import AGGREGATE_FIELDS, dump_with_payloads
 from ledger.gym.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.gym.result import RolloutResult, trajectory_identity
-from ledger.log.canonical import compact_json
+from ledger.log.canonical import compact_json, parse_json
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -109,8 +109,9 @@ class _Pending:
     last_seq: int
     bundle: tuple[int, dict[str, Any]] | None = None
     result: tuple[int, dict[str, Any]] | None = None
-    # Captures since the command began (or since the rollout's last clear in it): (seq, exchange).
-    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # Captures since the command began (or since the rollout's last clear in it): (seq,
+    # exchange, what was derived from it before the writer or None).
+    calls: list[tuple[int, dict[str, Any], object]] = field(default_factory=list)
     # A clear in this command: the stored call totals no longer count.
     cleared: bool = False
 
@@ -158,7 +159,7 @@ class ObservationsProjector:
         pending.last_seq = event.seq
         payload = event.payload
         if event.kind == MODEL_CALL_CAPTURED and payload is not None:
-            pending.calls.append((event.seq, payload["exchange"]))
+            pending.calls.append((event.seq, payload["exchange"], event.derived))
         elif event.kind == CAPTURE_CLEARED:
             forget_calls(conn, rollout_id, event.generation)
             pending.calls = []
@@ -240,13 +241,20 @@ class ObservationsProjector:
         ``call_index`` order, for the rollout's running totals."""
         kept: list[tuple[dict[str, Any], bool]] = []
         positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
-        for seq, exchange in pending.calls:
+        for seq, exchange, derived in pending.calls:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
-            record = json.loads(position.record)
-            call = dump_with_payloads(record, exchange)
-            entry = trajectory_entry(call)
+            if isinstance(derived, DerivedCall) and derived.call is not None:
+                # Derived before the writer at position 0 (derivation.py): only the position
+                # is put in; the entry does not depend on it.
+                record = at_position(derived.record or {}, position.call_index)
+                call = at_position(derived.call, position.call_index)
+                entry = derived.trajectory_entry
+            else:
+                record = parse_json(position.record)
+                call = dump_with_payloads(record, exchange)
+                entry = trajectory_entry(call)
             store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
         return kept

@@ -106,8 +106,13 @@ _SELECT_PIECES = DriverQuery(
     .order_by(observation_calls.c.call_index)
 )
 _INSERT_CALL = DriverStatement(observation_calls.insert())
-_DELETE_CALLS = delete(observation_calls).where(observation_calls.c.rollout_id == _ROLLOUT)
-_DELETE_GENERATION_CALLS = _DELETE_CALLS.where(observation_calls.c.generation == _GENERATION)
+_DELETE_CALLS_STATEMENT = delete(observation_calls).where(
+    observation_calls.c.rollout_id == _ROLLOUT
+)
+_DELETE_CALLS = DriverStatement(_DELETE_CALLS_STATEMENT)
+_DELETE_GENERATION_CALLS = DriverStatement(
+    _DELETE_CALLS_STATEMENT.where(observation_calls.c.generation == _GENERATION)
+)
 # Writes run on the driver (store/driver.py): a rollout's record is rewritten by every command
 # that touches the rollout, i.e. on every single-capture request.
 _INSERT_RECORD = DriverStatement(observation_records.insert())
@@ -120,8 +125,10 @@ _REPLACE_ROWS = {
     table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
     for table in (observation_tool_calls, observation_gaps)
 }
+# On the driver: a delete of 4,096 ids runs these once per id.
 _DELETE_BY_ROLLOUT = {
-    table.name: delete(table).where(table.c.rollout_id == _ROLLOUT) for table in AREA_TABLES
+    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
+    for table in AREA_TABLES
 }
 
 
@@ -220,16 +227,16 @@ def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list
 
 def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
     if generation is None:
-        conn.execute(_DELETE_CALLS, {"p_rollout_id": rollout_id})
+        _DELETE_CALLS.execute(conn, {"p_rollout_id": rollout_id})
     else:
-        conn.execute(
-            _DELETE_GENERATION_CALLS, {"p_rollout_id": rollout_id, "p_generation": generation}
+        _DELETE_GENERATION_CALLS.execute(
+            conn, {"p_rollout_id": rollout_id, "p_generation": generation}
         )
 
 
 def forget_rollout(conn: Connection, rollout_id: str) -> None:
     for statement in _DELETE_BY_ROLLOUT.values():
-        conn.execute(statement, {"p_rollout_id": rollout_id})
+        statement.execute(conn, {"p_rollout_id": rollout_id})
 
 
 def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:

@@ -12,12 +12,11 @@ order: the same bytes the full record would have.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.log.canonical import compact_json
+from ledger.log.canonical import compact_json, parse_json
 
 # Nothing else in a template is free text (rollout ids have a restricted charset; gap details
 # are counts), and a NUL cannot appear unescaped in JSON, so each marker occurs exactly once;
@@ -72,7 +71,7 @@ class CallTotals:
     def load(cls, text: str | None) -> CallTotals:
         if text is None:
             return cls()
-        stored = json.loads(text)
+        stored = parse_json(text)
         return cls(stored["count"], stored["missing_entries"], stored["sums"])
 
 

@@ -1,0 +1,109 @@
+"""What the projections derive from a captured exchange, computed once and before the writer.
+
+A capture's rows need its ``ModelCallRecord`` (the capture projection's normalised columns and
+payload-free record, the observations projection's record with payloads and trajectory entry).
+Deriving it (pydantic validation and dumps) is the largest part of applying a capture, and it
+needs no ledger state but the call's position, ``call_index``, which only the writer knows.
+Every derived piece is a function of the exchange alone apart from the ``call_index`` field of
+the two record dumps (``build_model_call_record`` copies its argument into that field and
+nothing else depends on it), so ``derive_call`` builds the record at position 0 and the
+projectors put the real position into those dumps (``at_position``).
+
+``prepare_exchange`` derives it while validating the request and hands it to the writer with
+the encoded payload (``EncodedPayload.derived``); a projector applying an event without it (a
+rebuild, ``verify``, the importer) calls ``derive_call`` itself, so the rows are the same
+function of the event either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record, dump_with_payloads
+from ledger.gym.trajectory import trajectory_model_call
+from ledger.gym.trajectory_record import TrajectoryModelCall
+from ledger.log.canonical import compact_json
+
+_PAYLOADS = set(PAYLOAD_FIELDS)
+
+
+@dataclass(frozen=True)
+class DerivedCall:
+    """``columns``: the capture projection's normalised columns but ``record`` (``{"damaged":
+    True}`` when no record can be built). ``record`` and ``call``: the record's dump without
+    and with payloads, at ``call_index`` 0. ``trajectory_entry``: its ``ng_trajectory`` entry
+    as compact JSON, None when not valid on its own."""
+
+    columns: dict[str, Any]
+    record: dict[str, Any] | None
+    call: dict[str, Any] | None
+    trajectory_entry: str | None
+
+    @property
+    def damaged(self) -> bool:
+        return self.record is None
+
+
+def at_position(dump: Mapping[str, Any], call_index: int) -> dict[str, Any]:
+    """A record dump with its ``call_index`` set (the key keeps its place in the order)."""
+    return {**dump, "call_index": call_index}
+
+
+def record_text(record: Mapping[str, Any]) -> str:
+    """The stored payload-free record (``capture_calls.record``): Gym's field order, not
+    sorted; non-finite numbers kept as ``json.dumps`` writes them."""
+    return compact_json(record, allow_nan=True)
+
+
+def trajectory_entry(call: Mapping[str, Any]) -> str | None:
+    """A call's entry in ``ng_trajectory.model_calls`` as the full projection dumps it (compact
+    JSON), from its record dump WITH payloads; None when the entry is not valid on its own
+    (then a record with this call is always rebuilt in full)."""
+    try:
+        entry = TrajectoryModelCall.model_validate(trajectory_model_call(call))
+    except (ValidationError, ValueError):
+        return None
+    return compact_json(entry.model_dump(mode="json"))
+
+
+def derive_call(exchange: Any) -> DerivedCall:
+    try:
+        built = build_model_call_record(exchange, 0)
+    except ValueError:
+        return DerivedCall({"damaged": True}, None, None, None)
+    record = built.model_dump(mode="json", exclude=_PAYLOADS)
+    call = dump_with_payloads(record, exchange)
+    columns = {
+        "damaged": False,
+        "response_id": built.response_id,
+        "client_session_id": built.client_session_id,
+        "model_ref_name": built.model_ref.name if built.model_ref is not None else None,
+        "model": built.model,
+        "dialect": built.dialect,
+        "status_code": built.status_code,
+        "response_status": built.response_status,
+        "finish_reason": built.finish_reason,
+        "error_category": built.error_category,
+        "started_at": built.started_at,
+        "completed_at": built.completed_at,
+        "latency_total_ms": built.latency_total_ms,
+        "latency_ttft_ms": built.latency_ttft_ms,
+        "tokens_in": built.tokens_in,
+        "tokens_out": built.tokens_out,
+        "tokens_reasoning": built.tokens_reasoning,
+        "tokens_total": built.tokens_total,
+        "cached_tokens": built.cached_tokens,
+        "cache_hit": built.cache_hit,
+        "cache_creation_tokens": built.cache_creation_tokens,
+        "num_tool_calls": len(built.tool_calls),
+    }
+    return DerivedCall(columns, record, call, trajectory_entry(call))
+
+
+def derived_of(derived: object, exchange: Any) -> DerivedCall:
+    """The derivation handed over with the event, else derived now."""
+    return derived if isinstance(derived, DerivedCall) else derive_call(exchange)
