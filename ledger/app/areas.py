@@ -15,6 +15,7 @@ from ledger.app.core_area import CORE
 from ledger.areas.captures.area import AREA as CAPTURES
 from ledger.areas.lineage.area import AREA as LINEAGE
 from ledger.areas.observations.area import AREA as OBSERVATIONS
+from ledger.areas.viewer.area import AREA as VIEWER
 from ledger.log.events import Catalogue, EventType
 from ledger.log.metadata import metadata
 from ledger.log.projector import Projector
@@ -22,7 +23,7 @@ from ledger.mirror.base import MirrorArea
 
 
 def areas() -> list[Area]:
-    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS]
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, VIEWER]
 
 
 def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:
