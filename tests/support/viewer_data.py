@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from ledger.gym.lineage import CONTROL_ROUTE_PREFIX
+from tests.lineage.rows import committed_row, failure_row
 from tests.support.exchanges import MODEL_REF
 
 T0 = 1764400000.0
@@ -142,6 +143,9 @@ def write_rich(http: httpx.Client, rich: RichRollout) -> None:
     http.post(
         f"/v1/rollouts/{rid}/result", json={"task_id": "task-rich", "resolved": True}
     ).raise_for_status()
+    root = committed_row(rid, "c0")
+    for row in (root, failure_row("c1"), committed_row(rid, "c2", parent=root)):
+        http.post(f"/v1/rollouts/{rid}/ledger/rows", json=row).raise_for_status()
 
 
 def write_small(http: httpx.Client, rollout_id: str, calls: int) -> None:

@@ -20,7 +20,7 @@ select:focus-visible, [tabindex]:focus-visible { outline:3px solid var(--focus);
   outline-offset:2px; }
 header.top { display:flex; gap:1.5rem; align-items:center; padding:.6rem 1.2rem;
   background:#1b2430; color:#fff; }
-header.top a { color:#fff; text-decoration:none; font-weight:600; }
+header.top a { color:#fff; text-decoration:none; font-weight:600; margin-right:1.2rem; }
 header.top a[aria-current=page] { text-decoration:underline; }
 header.top .brand { font-size:1.05rem; margin-right:1rem; }
 main { padding:1rem 1.2rem 3rem; max-width:1600px; }
@@ -173,6 +173,13 @@ JS = """
   start();
 })();
 """
+
+# A favicon of our own (browsers ask for /favicon.ico otherwise, a 404 in every page's log).
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '
+    'rx="3" fill="#1b2430"/><rect x="3" y="4" width="7" height="2" fill="#7fb2ff"/>'
+    '<rect x="6" y="8" width="7" height="2" fill="#6fd39a"/></svg>'
+)
 
 
 @functools.cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.responses import HTMLResponse
 
-from ledger.areas.viewer.assets import CSS, JS, fingerprint
+from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
 from ledger.areas.viewer.markup import Html, html
 
 # Nothing inline and nothing from elsewhere: a payload that slipped through escaping still
@@ -43,6 +43,7 @@ def page(
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title} · rollout ledger</title>
+<link rel="icon" href="/ui/static/icon-{icon}.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/ui/static/viewer-{css}.css">
 <script src="/ui/static/viewer-{js}.js" defer></script>
 </head><body>
@@ -52,6 +53,7 @@ def page(
 <main id="main" tabindex="-1">{body}</main>
 </body></html>""",
         title=title,
+        icon=fingerprint(ICON),
         css=fingerprint(CSS),
         js=fingerprint(JS),
         nav=nav,

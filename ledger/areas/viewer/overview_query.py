@@ -26,12 +26,32 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.areas.captures.tables import capture_state
+from ledger.areas.captures.tables import capture_calls, capture_state
 from ledger.areas.observations.tables import observation_records
 from ledger.log.tables import rollouts
 
 State = Literal["live", "retired"]
 Direction = Literal["asc", "desc"]
+
+
+def _call_sum(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The rollout's null-aware sum over its captured calls (Gym's aggregate: unknown stays
+    NULL), correlated on the primary key: evaluated for the rows of the page only, unless the
+    page is sorted by it."""
+    return (
+        select(func.sum(column))
+        .where(capture_calls.c.rollout_id == rollouts.c.rollout_id)
+        .where(capture_calls.c.generation == rollouts.c.generation)
+        .correlate(rollouts)
+        .scalar_subquery()
+    )
+
+
+TOKENS_IN = _call_sum(capture_calls.c.tokens_in)
+TOKENS_OUT = _call_sum(capture_calls.c.tokens_out)
+TOKENS_CACHED = _call_sum(capture_calls.c.cached_tokens)
+TOKENS_REASONING = _call_sum(capture_calls.c.tokens_reasoning)
+LATENCY = _call_sum(capture_calls.c.latency_total_ms)
 
 # Sort keys: NULLs sort as -1 so the keyset comparison is total (unknown sorts below zero).
 SORTS: dict[str, ColumnElement[Any]] = {
@@ -39,11 +59,11 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "generation": rollouts.c.generation,
     "last_event": rollouts.c.last_seq,
     "calls": func.coalesce(capture_state.c.record_count, -1),
-    "tokens_in": func.coalesce(observation_records.c.prompt_tokens, -1),
-    "tokens_out": func.coalesce(observation_records.c.completion_tokens, -1),
-    "tokens_cached": func.coalesce(observation_records.c.cached_prompt_tokens, -1),
-    "tokens_reasoning": func.coalesce(observation_records.c.reasoning_tokens, -1),
-    "latency": func.coalesce(observation_records.c.total_latency_ms, -1.0),
+    "tokens_in": func.coalesce(TOKENS_IN, -1),
+    "tokens_out": func.coalesce(TOKENS_OUT, -1),
+    "tokens_cached": func.coalesce(TOKENS_CACHED, -1),
+    "tokens_reasoning": func.coalesce(TOKENS_REASONING, -1),
+    "latency": func.coalesce(LATENCY, -1.0),
     "gaps": func.coalesce(observation_records.c.gap_count, -1),
 }
 NUMERIC_SORTS = frozenset(SORTS) - {"id"}
@@ -197,11 +217,11 @@ def page_statement(query: OverviewQuery) -> Select[Any]:
             capture_state.c.record_count,
             capture_state.c.pending_count,
             capture_state.c.incomplete,
-            observation_records.c.prompt_tokens,
-            observation_records.c.completion_tokens,
-            observation_records.c.cached_prompt_tokens,
-            observation_records.c.reasoning_tokens,
-            observation_records.c.total_latency_ms,
+            TOKENS_IN.label("tokens_in"),
+            TOKENS_OUT.label("tokens_out"),
+            TOKENS_CACHED.label("tokens_cached"),
+            TOKENS_REASONING.label("tokens_reasoning"),
+            LATENCY.label("latency_ms"),
             observation_records.c.gap_count,
             observation_records.c.resolved,
             key.label("sort_key"),
@@ -227,14 +247,32 @@ def summary_statement(flt: OverviewFilter) -> Select[Any]:
             func.sum(case((capture_state.c.incomplete.is_(True), 1), else_=0)),
             func.sum(capture_state.c.pending_count),
             func.sum(capture_state.c.record_count),
-            func.sum(observation_records.c.prompt_tokens),
-            func.sum(observation_records.c.completion_tokens),
-            func.sum(observation_records.c.cached_prompt_tokens),
-            func.sum(observation_records.c.reasoning_tokens),
-            func.sum(observation_records.c.total_latency_ms),
             func.avg(observation_records.c.token_observability_coverage),
         )
         .select_from(_joined())
+        .where(and_(*_where(flt)))
+    )
+
+
+def call_sums_statement(flt: OverviewFilter) -> Select[Any]:
+    """The selection's sums over every captured call of each rollout's current generation."""
+    return (
+        select(
+            func.sum(capture_calls.c.tokens_in),
+            func.sum(capture_calls.c.tokens_out),
+            func.sum(capture_calls.c.cached_tokens),
+            func.sum(capture_calls.c.tokens_reasoning),
+            func.sum(capture_calls.c.latency_total_ms),
+        )
+        .select_from(
+            _joined().join(
+                capture_calls,
+                and_(
+                    capture_calls.c.rollout_id == rollouts.c.rollout_id,
+                    capture_calls.c.generation == rollouts.c.generation,
+                ),
+            )
+        )
         .where(and_(*_where(flt)))
     )
 
@@ -257,11 +295,11 @@ async def read_page(conn: AsyncConnection, query: OverviewQuery) -> OverviewPage
             calls=r.record_count,
             pending=r.pending_count,
             incomplete=r.incomplete,
-            tokens_in=r.prompt_tokens,
-            tokens_out=r.completion_tokens,
-            tokens_cached=r.cached_prompt_tokens,
-            tokens_reasoning=r.reasoning_tokens,
-            latency_ms=r.total_latency_ms,
+            tokens_in=r.tokens_in,
+            tokens_out=r.tokens_out,
+            tokens_cached=r.tokens_cached,
+            tokens_reasoning=r.tokens_reasoning,
+            latency_ms=r.latency_ms,
             gaps=r.gap_count,
             resolved=r.resolved,
             sort_key=r.sort_key,
@@ -276,7 +314,8 @@ async def read_page(conn: AsyncConnection, query: OverviewQuery) -> OverviewPage
 
 async def read_summary(conn: AsyncConnection, flt: OverviewFilter) -> OverviewSummary:
     r = (await conn.execute(summary_statement(flt))).one()
-    ints = [int(v or 0) for v in r[:14]]
+    sums = (await conn.execute(call_sums_statement(flt))).one()
+    ints = [int(v or 0) for v in r[:10]] + [int(v or 0) for v in sums[:4]]
     names = [
         "rollouts",
         "live",
@@ -295,6 +334,6 @@ async def read_summary(conn: AsyncConnection, flt: OverviewFilter) -> OverviewSu
     ]
     return OverviewSummary(
         **dict(zip(names, ints, strict=True)),
-        latency_ms=float(r[14] or 0.0),
-        mean_coverage=None if r[15] is None else float(r[15]),
+        latency_ms=float(sums[4] or 0.0),
+        mean_coverage=None if r[10] is None else float(r[10]),
     )

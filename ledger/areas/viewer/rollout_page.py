@@ -111,7 +111,7 @@ def _tools_table(tools: Sequence[ToolCall]) -> Html:
             cls="failed" if t.failed else "ok",
             status=t.status,
             err=t.error_type or "–",
-            dur=_ms(t.duration_ms),
+            dur=_ms(t.duration),
         )
         for t in tools
     )

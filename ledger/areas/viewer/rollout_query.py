@@ -78,6 +78,15 @@ class ToolCall:
     error_type: str | None
 
     @property
+    def duration(self) -> float | None:
+        """Reported, else from the interval (as the ``rollout_tool_calls`` view)."""
+        if self.duration_ms is not None:
+            return self.duration_ms
+        if self.started_at is not None and self.completed_at is not None:
+            return (self.completed_at - self.started_at) * 1000
+        return None
+
+    @property
     def failed(self) -> bool:
         return self.status in {"failed", "timeout", "cancelled"} or self.error_type is not None
 

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
 from ledger.areas.viewer import events_query, overview_query, rollout_query, signin
-from ledger.areas.viewer.assets import CSS, JS, fingerprint
+from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
 from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
@@ -48,6 +48,11 @@ async def stylesheet(version: str) -> Response:
 @router.get("/static/viewer-{version}.js")
 async def script(version: str) -> Response:
     return _asset(JS, version, "text/javascript")
+
+
+@router.get("/static/icon-{version}.svg")
+async def icon(version: str) -> Response:
+    return _asset(ICON, version, "image/svg+xml")
 
 
 def _asset(text: str, version: str, media_type: str) -> Response:
