@@ -18,10 +18,15 @@ class Html(str):
 
 
 def esc(value: object) -> Html:
-    if isinstance(value, Html):
-        return value
+    kind = type(value)
+    if kind is Html:
+        return value  # type: ignore[return-value]
+    if kind is int or kind is float:
+        return Html(str(value))  # digits, sign, '.', 'e', 'inf': nothing to escape
     if value is None:
         return Html("")
+    if isinstance(value, Html):
+        return value
     return Html(_html.escape(str(value), quote=True))
 
 

@@ -241,6 +241,7 @@ def overview_body(
     page: OverviewPage,
     summary: OverviewSummary,
     *,
+    summary_seq: int,
     verdicts: Mapping[str, str],
     verdict_names: list[str],
     verdict_counts: Mapping[str, int],
@@ -261,7 +262,8 @@ def overview_body(
         '<nav class="pager" aria-label="Pages of rollouts">{pager}</nav>',
         filters=_filters(q, verdict_names),
         summary=summary_cards(summary, verdict_counts),
-        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected",
+        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected"
+        f" (summary as of event #{summary_seq})",
         head=head,
         body=body,
         pager=join(pager),

@@ -22,6 +22,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    true,
     tuple_,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -227,7 +228,7 @@ def page_statement(query: OverviewQuery) -> Select[Any]:
             key.label("sort_key"),
         )
         .select_from(_joined())
-        .where(and_(*conditions))
+        .where(and_(true(), *conditions))
         .order_by(*order)
         .limit(query.limit + 1)
     )
@@ -250,7 +251,7 @@ def summary_statement(flt: OverviewFilter) -> Select[Any]:
             func.avg(observation_records.c.token_observability_coverage),
         )
         .select_from(_joined())
-        .where(and_(*_where(flt)))
+        .where(and_(true(), *_where(flt)))
     )
 
 
@@ -273,7 +274,7 @@ def call_sums_statement(flt: OverviewFilter) -> Select[Any]:
                 ),
             )
         )
-        .where(and_(*_where(flt)))
+        .where(and_(true(), *_where(flt)))
     )
 
 

@@ -16,7 +16,7 @@ from ledger.areas.viewer.rollout_query import (
     RolloutDetail,
     ToolCall,
 )
-from ledger.areas.viewer.timeline import call_owner, invocation_order, timeline_svg
+from ledger.areas.viewer.timeline import call_owners, invocation_order, timeline_svg
 
 
 def payload_url(rollout_id: str, call_index: int) -> str:
@@ -134,13 +134,14 @@ def _finding(gap: Gap) -> Html:
     )
 
 
-def _tree(d: RolloutDetail, findings: dict[str | None, list[Html]]) -> Html:
+def _tree(
+    d: RolloutDetail, owners: dict[int, str | None], findings: dict[str | None, list[Html]]
+) -> Html:
     ordered = invocation_order(d.invocations)
     if not ordered:
         return Html('<p class="muted">No invocation observed.</p>')
     calls_of: dict[str, int] = {}
-    for c in d.calls:
-        owner = call_owner(c, d.invocations)
+    for owner in owners.values():
         if owner is not None:
             calls_of[owner] = calls_of.get(owner, 0) + 1
     tools_of: dict[str, int] = {}
@@ -263,7 +264,7 @@ def _events_table(rows: Html) -> Html:
 
 
 def rollout_body(d: RolloutDetail, health: Html | None = None) -> Html:
-    owners = {c.call_index: call_owner(c, d.invocations) for c in d.calls}
+    owners = call_owners(d.calls, d.invocations)
     findings: dict[str | None, list[Html]] = {}
     for gap in d.gaps:
         findings.setdefault(gap.invocation_id, []).append(_finding(gap))
@@ -313,10 +314,10 @@ def rollout_body(d: RolloutDetail, health: Html | None = None) -> Html:
         card=card,
         health=health or Html(""),
         pending=len(d.pending),
-        svg=timeline_svg(d.calls, d.tools, d.invocations),
+        svg=timeline_svg(d.calls, d.tools, d.invocations, owners),
         calls=_calls_table(d, owners),
         tools=_tools_table(d.tools),
-        tree=_tree(d, findings),
+        tree=_tree(d, owners, findings),
         loose=(
             html('<h3>Gaps of the rollout</h3><div id="rollout-gaps">{f}</div>', f=join(loose))
             if loose

@@ -24,8 +24,9 @@ from ledger.areas.observations.tables import (
 from ledger.log.rollout_events import ROLLOUT_RETIRED
 from ledger.log.tables import events, rollouts
 
-# The events section shows the newest this many (the JSON /v1/events pages through the rest).
-EVENTS_SHOWN = 500
+# The events section shows the newest this many (the JSON /v1/events pages through the rest):
+# ``hash`` is stored after the payload, so each event read walks its payload's pages.
+EVENTS_SHOWN = 100
 MANIFEST_SHOWN = 1000
 
 
@@ -342,7 +343,8 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
             events.c.seq, events.c.recorded_at, events.c.kind, events.c.generation, events.c.hash
         )
         .where(events.c.rollout_id == rollout_id)
-        .order_by(events.c.seq.desc())
+        # In ix_events_rollout's order (seq grows with generation): no sort step.
+        .order_by(events.c.generation.desc(), events.c.seq.desc())
         .limit(EVENTS_SHOWN + 1)
     ).all()
     detail.event_count = len(newest)

@@ -92,11 +92,19 @@ async def overview(request: Request) -> Response:
     async with ledger.store.read() as conn:
         found = await overview_query.read_page(conn, query)
         head = await events_query.head_seq(conn)
-        summary = cache.get(query.filter, head)
-        if summary is None:
+        cached = cache.get(query.filter, head)
+        if cached is None:
             summary = await overview_query.read_summary(conn, query.filter)
-            cache.put(query.filter, head, summary)
-    body = overview_body(query, found, summary, verdicts={}, verdict_names=[], verdict_counts={})
+            cached = cache.put(query.filter, head, summary)
+    body = overview_body(
+        query,
+        found,
+        cached.summary,
+        summary_seq=cached.head_seq,
+        verdicts={},
+        verdict_names=[],
+        verdict_counts={},
+    )
     return page("Rollouts", body, current="overview")
 
 

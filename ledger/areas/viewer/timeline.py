@@ -55,17 +55,30 @@ def invocation_order(invocations: Sequence[Invocation]) -> list[tuple[Invocation
     return ordered
 
 
-def call_owner(call: Call, invocations: Sequence[Invocation]) -> str | None:
+def call_owners(calls: Sequence[Call], invocations: Sequence[Invocation]) -> dict[int, str | None]:
+    """Each call's invocation (by ``call_index``): the first that lists its model_call_id,
+    else its response_id; None when no invocation does."""
+    by_call: dict[str, str] = {}
+    by_response: dict[str, str] = {}
     for inv in invocations:
-        if call.model_call_id is not None and call.model_call_id in inv.model_call_ids:
-            return inv.invocation_id
-        if call.response_id is not None and call.response_id in inv.response_ids:
-            return inv.invocation_id
-    return None
+        for model_call_id in inv.model_call_ids:
+            by_call.setdefault(model_call_id, inv.invocation_id)
+        for response_id in inv.response_ids:
+            by_response.setdefault(response_id, inv.invocation_id)
+    owners: dict[int, str | None] = {}
+    for call in calls:
+        owner = by_call.get(call.model_call_id) if call.model_call_id is not None else None
+        if owner is None and call.response_id is not None:
+            owner = by_response.get(call.response_id)
+        owners[call.call_index] = owner
+    return owners
 
 
 def lanes(
-    calls: Sequence[Call], tools: Sequence[ToolCall], invocations: Sequence[Invocation]
+    calls: Sequence[Call],
+    tools: Sequence[ToolCall],
+    invocations: Sequence[Invocation],
+    owners: dict[int, str | None],
 ) -> list[Lane]:
     by_id: dict[str, Lane] = {}
     found: list[Lane] = []
@@ -76,7 +89,7 @@ def lanes(
         found.append(lane)
     loose = Lane(UNATTRIBUTED, 0, [], [])
     for call in calls:
-        owner = call_owner(call, invocations)
+        owner = owners.get(call.call_index)
         (by_id[owner] if owner is not None else loose).calls.append(call)
     for tool in tools:
         if tool.invocation_id not in by_id:
@@ -115,7 +128,10 @@ def _timed_tools(tools: Sequence[ToolCall]) -> list[ToolCall]:
 
 
 def timeline_svg(
-    calls: Sequence[Call], tools: Sequence[ToolCall], invocations: Sequence[Invocation]
+    calls: Sequence[Call],
+    tools: Sequence[ToolCall],
+    invocations: Sequence[Invocation],
+    owners: dict[int, str | None],
 ) -> Html:
     timed_calls = _timed_calls(calls)
     timed_tools = _timed_tools(tools)
@@ -131,7 +147,7 @@ def timeline_svg(
     rows: list[str] = []
     bars: list[str] = []
     y = AXIS_HEIGHT
-    for lane in lanes(calls, tools, invocations):
+    for lane in lanes(calls, tools, invocations, owners):
         lane_calls = _timed_calls(lane.calls)
         lane_tools = _timed_tools(lane.tools)
         if not lane_calls and not lane_tools:
