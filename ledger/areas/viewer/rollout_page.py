@@ -3,8 +3,10 @@ manifest and fence, events). Request and response bodies are loaded on demand.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from urllib.parse import quote
 
 from ledger.areas.viewer.markup import Html, html, join, number
@@ -17,6 +19,7 @@ from ledger.areas.viewer.rollout_query import (
     ToolCall,
 )
 from ledger.areas.viewer.timeline import call_owners, invocation_order, timeline_svg
+from ledger.areas.viewer.verdicts import Judgement, health_rules
 
 
 def payload_url(rollout_id: str, call_index: int) -> str:
@@ -41,9 +44,29 @@ def _status(call: Call) -> Html:
     return html('<span class="ok">{c}</span>', c=call.status_code or "–")
 
 
-def _calls_table(d: RolloutDetail, owners: dict[int, str | None]) -> Html:
+def _health_finding(finding: dict[str, Any]) -> Html:
+    detail = json.dumps(finding.get("detail") or {}, sort_keys=True)
+    return html(
+        '<div class="finding" data-check="{check}"><strong>{check}</strong> '
+        '<span class="muted">{detail}</span></div>',
+        check=finding.get("check"),
+        detail=detail if len(detail) <= 400 else detail[:400] + "…",
+    )
+
+
+def _call_key(finding: dict[str, Any]) -> str | None:
+    locator = finding.get("locator")
+    if isinstance(locator, dict) and isinstance(locator.get("call_id"), str):
+        return str(locator["call_id"])
+    return None
+
+
+def _calls_table(
+    d: RolloutDetail, owners: dict[int, str | None], by_call: dict[str, list[Html]]
+) -> Html:
     rows = []
     for c in d.calls:
+        about = [*by_call.get(c.model_call_id or "", []), *by_call.get(c.response_id or "", [])]
         rows.append(
             html(
                 '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td><td>{model}</td>'
@@ -55,7 +78,8 @@ def _calls_table(d: RolloutDetail, owners: dict[int, str | None]) -> Html:
                 '<tr class="payload-row"><td></td><td colspan="12">'
                 '<details class="json" data-src="{src}?fragment=1"><summary>Request and response'
                 '</summary><div class="json-body"><a href="{src}">Open the request and response'
-                "</a></div></details></td></tr>",
+                "</a></div></details>{about}</td></tr>",
+                about=join(about),
                 i=c.call_index,
                 model=c.model or c.model_ref_name or "–",
                 inv=owners.get(c.call_index) or "–",
@@ -263,8 +287,47 @@ def _events_table(rows: Html) -> Html:
     )
 
 
-def rollout_body(d: RolloutDetail, health: Html | None = None) -> Html:
+def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[str, list[Html]]]:
+    """The health section (verdict, findings not about one call, unobserved checks), and the
+    findings about a call by its model_call_id / response_id (shown under that call)."""
+    if judgement is None:
+        note = (
+            "The health rules are not installed in this ledger."
+            if health_rules() is None
+            else ("No enriched record to check.")
+        )
+        return html('<h2 id="health">Health</h2><p class="muted">{n}</p>', n=note), {}
+    known = {c.model_call_id for c in d.calls} | {c.response_id for c in d.calls}
+    by_call: dict[str, list[Html]] = {}
+    loose: list[Html] = []
+    for finding in judgement.findings:
+        key = _call_key(finding)
+        if key is not None and key in known:
+            by_call.setdefault(key, []).append(_health_finding(finding))
+        else:
+            loose.append(_health_finding(finding))
+    cls = {"healthy": "ok", "unhealthy": "failed"}.get(judgement.verdict, "pending")
+    unobserved = (
+        html('<p class="muted">Not observed: {u}</p>', u=", ".join(judgement.unobserved))
+        if judgement.unobserved
+        else Html("")
+    )
+    body = html(
+        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict">{v}</span> '
+        '<span class="muted">({n} findings; those about one call are under it)</span></p>'
+        '<div id="health-findings">{loose}</div>{unobserved}',
+        cls=cls,
+        v=judgement.verdict,
+        n=len(judgement.findings),
+        loose=join(loose),
+        unobserved=unobserved,
+    )
+    return body, by_call
+
+
+def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
     owners = call_owners(d.calls, d.invocations)
+    health, by_call = _health(judgement, d)
     findings: dict[str | None, list[Html]] = {}
     for gap in d.gaps:
         findings.setdefault(gap.invocation_id, []).append(_finding(gap))
@@ -312,10 +375,10 @@ def rollout_body(d: RolloutDetail, health: Html | None = None) -> Html:
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
         card=card,
-        health=health or Html(""),
+        health=health,
         pending=len(d.pending),
         svg=timeline_svg(d.calls, d.tools, d.invocations, owners),
-        calls=_calls_table(d, owners),
+        calls=_calls_table(d, owners, by_call),
         tools=_tools_table(d.tools),
         tree=_tree(d, owners, findings),
         loose=(

@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
-from ledger.areas.viewer import events_query, overview_query, rollout_query, signin
+from ledger.areas.viewer import events_query, overview_query, rollout_query, signin, verdicts
 from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
 from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
 from ledger.areas.viewer.json_view import json_html
@@ -22,6 +26,7 @@ from ledger.areas.viewer.markup import Html, html
 from ledger.areas.viewer.overview_page import overview_body, parse_query, rollout_url
 from ledger.areas.viewer.rollout_page import rollout_body
 from ledger.areas.viewer.summary_cache import SummaryCache
+from ledger.areas.viewer.verdicts import Judgement
 from ledger.gym.ids import is_valid_rollout_id
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -33,6 +38,9 @@ STREAM_LIFETIME_SECONDS = 60.0
 STREAM_BATCH = 200
 KEEPALIVE_SECONDS = 15.0
 MAX_CALL_INDEX = 2**31 - 1
+# The verdict filter judges at most this many rollouts per request, this many at a time.
+VERDICT_SCAN = 2000
+VERDICT_BATCH = 200
 
 
 @router.get("")
@@ -85,27 +93,77 @@ async def overview(request: Request) -> Response:
         query = parse_query(request.query_params)
     except overview_query.InvalidOverviewQuery as exc:
         return problem(400, str(exc))
-    if query.filter.verdict is not None:
-        return problem(400, "verdict: verdicts are not available in this ledger yet")
+    judge = verdicts.health_rules()
+    wanted = query.filter.verdict
+    if wanted is not None and judge is None:
+        return problem(400, "verdict: the health rules are not installed in this ledger")
+    if wanted is not None and wanted not in verdicts.VERDICTS:
+        return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
     ledger = get_ledger(request)
     cache = SummaryCache.of(request.app.state)
+    # The summary is SQL over the selection; the verdict filter is applied to pages only.
+    summary_filter = replace(query.filter, verdict=None)
     async with ledger.store.read() as conn:
-        found = await overview_query.read_page(conn, query)
+        if judge is not None and wanted is not None:
+            found, judged = await verdict_page(conn, query, judge, wanted)
+        else:
+            found = await overview_query.read_page(conn, query)
+            judged = {}
+            if judge is not None:
+                ids = [row.rollout_id for row in found.rows]
+                judged = await conn.run_sync(lambda c: verdicts.judge_rollouts(c, judge, ids))
         head = await events_query.head_seq(conn)
-        cached = cache.get(query.filter, head)
+        cached = cache.get(summary_filter, head)
         if cached is None:
-            summary = await overview_query.read_summary(conn, query.filter)
-            cached = cache.put(query.filter, head, summary)
+            summary = await overview_query.read_summary(conn, summary_filter)
+            cached = cache.put(summary_filter, head, summary)
+    page_verdicts = {rollout_id: j.verdict for rollout_id, j in judged.items()}
+    counts = {v: sum(1 for x in page_verdicts.values() if x == v) for v in verdicts.VERDICTS}
     body = overview_body(
         query,
         found,
         cached.summary,
         summary_seq=cached.head_seq,
-        verdicts={},
-        verdict_names=[],
-        verdict_counts={},
+        verdicts=page_verdicts,
+        verdict_names=list(verdicts.VERDICTS) if judge is not None else [],
+        verdict_counts={f"{v} (this page)": n for v, n in counts.items()} if judge else {},
     )
     return page("Rollouts", body, current="overview")
+
+
+async def verdict_page(
+    conn: AsyncConnection,
+    query: overview_query.OverviewQuery,
+    judge: verdicts.Judge,
+    wanted: str,
+) -> tuple[overview_query.OverviewPage, dict[str, verdicts.Judgement]]:
+    """A page of rollouts with the wanted verdict. Verdicts are computed, not stored, so the
+    rows are read in the page's order and judged in batches, up to ``VERDICT_SCAN`` rollouts
+    per request; "Next page" continues after the last one looked at, so paging through a
+    large run stays bounded per request."""
+    matched: list[overview_query.OverviewRow] = []
+    judged: dict[str, verdicts.Judgement] = {}
+    after = query.after
+    scanned = 0
+    while True:
+        batch = await overview_query.read_page(
+            conn, replace(query, limit=VERDICT_BATCH, after=after)
+        )
+        ids = [row.rollout_id for row in batch.rows]
+        found = await conn.run_sync(partial(verdicts.judge_rollouts, judge=judge, rollout_ids=ids))
+        for row in batch.rows:
+            scanned += 1
+            judgement = found.get(row.rollout_id)
+            if judgement is not None and judgement.verdict == wanted:
+                matched.append(row)
+                judged[row.rollout_id] = judgement
+            if len(matched) == query.limit or scanned >= VERDICT_SCAN:
+                cursor = overview_query.encode_cursor(row.sort_key, row.rollout_id)
+                more = row is not batch.rows[-1] or batch.next_after is not None
+                return overview_query.OverviewPage(matched, cursor if more else None), judged
+        if batch.next_after is None:
+            return overview_query.OverviewPage(matched, None), judged
+        after = overview_query.decode_cursor(batch.next_after, query.sort)
 
 
 @router.get("/rollouts/{rollout_id}")
@@ -114,12 +172,18 @@ async def rollout(request: Request, rollout_id: str) -> Response:
         return signin.to_sign_in(request)
     if not is_valid_rollout_id(rollout_id):
         return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
-    detail = await get_ledger(request).store.read_sync(
-        lambda conn: rollout_query.read_rollout(conn, rollout_id)
-    )
+    judge = verdicts.health_rules()
+
+    def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
+        detail = rollout_query.read_rollout(conn, rollout_id)
+        if detail is None or judge is None:
+            return detail, None
+        return detail, verdicts.judge_rollouts(conn, judge, [rollout_id]).get(rollout_id)
+
+    detail, judgement = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
-    return page(f"Rollout {rollout_id}", rollout_body(detail))
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
 
 
 @router.get("/rollouts/{rollout_id}/calls/{call_index}/payload")
