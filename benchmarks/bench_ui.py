@@ -9,7 +9,8 @@ sorted by last event, filtered by an id glob, and with the selection summary rec
 
 The database (``--quick``: 10,000 rollouts) is built once in-process and cached in
 ``bench-data/``; each rollout has 2 calls, the long one 400 calls in 4 invocations with 100
-tool calls.
+tool calls. The last figure appends a call to the long rollout before each request, so its
+record is rebuilt and (with the health rules installed) its verdict recomputed.
 """
 
 from __future__ import annotations
@@ -122,11 +123,17 @@ def _quantiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), statistics.quantiles(samples, n=100)[98]
 
 
-def _time(http: httpx.Client, path: str, requests: int, *, cold: bool = False) -> list[float]:
+def _time(
+    http: httpx.Client, path: str, requests: int, *, cold: bool = False, moved: bool = False
+) -> list[float]:
     for _ in range(5):  # warm up: connection, lazy imports, caches
         http.get(path).raise_for_status()
     samples = []
     for n in range(requests):
+        if moved:  # a new call of the long rollout: its record (and verdict) must be redone
+            body = _long_exchange(LONG_CALLS + n)
+            body["model_call_id"] = uuid.uuid4().hex
+            http.post(f"/v1/rollouts/{LONG}/model-calls", json=body).raise_for_status()
         # cold: ``r-*``, ``r-**``, ...: the same selection under a new filter each time, so the
         # summary cache never hits and every request aggregates the whole run.
         target = f"/ui/?id=r-{'*' * (n + 1)}" if cold else path
@@ -197,7 +204,13 @@ def main(argv: list[str]) -> None:
                 figures = []
                 for label, path, cold in cases:
                     n = min(max(requests // 6, 10), 150) if cold else requests
+                    if "a scan" in label:  # each one scans the run: fewer are enough
+                        n = min(n, 50)
                     figures.append((label, n, _quantiles(_time(http, path, n, cold=cold))))
+                n = min(max(requests // 6, 10), 50)
+                samples = _time(http, f"/ui/rollouts/{LONG}", n, moved=True)
+                label = f"/ui/rollouts/{LONG} after a new call (record, verdict redone)"
+                figures.append((label, n, _quantiles(samples)))
         finally:
             server.stop()
     print(f"{rollouts:,} rollouts; sequential GETs over loopback (ms, client-observed)")

@@ -101,17 +101,20 @@ async def overview(request: Request) -> Response:
         return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
     ledger = get_ledger(request)
     cache = SummaryCache.of(request.app.state)
+    judgements = verdicts.JudgementCache.of(request.app.state)
     # The summary is SQL over the selection; the verdict filter is applied to pages only.
     summary_filter = replace(query.filter, verdict=None)
     async with ledger.store.read() as conn:
         if judge is not None and wanted is not None:
-            found, judged = await verdict_page(conn, query, judge, wanted)
+            found, judged = await verdict_page(conn, query, judge, wanted, judgements)
         else:
             found = await overview_query.read_page(conn, query)
             judged = {}
             if judge is not None:
-                ids = [row.rollout_id for row in found.rows]
-                judged = await conn.run_sync(lambda c: verdicts.judge_rollouts(c, judge, ids))
+                keys = [(row.rollout_id, row.last_seq) for row in found.rows]
+                judged = await conn.run_sync(
+                    partial(verdicts.judge_rollouts, judge=judge, rollouts=keys, cache=judgements)
+                )
         head = await events_query.head_seq(conn)
         cached = cache.get(summary_filter, head)
         if cached is None:
@@ -136,6 +139,7 @@ async def verdict_page(
     query: overview_query.OverviewQuery,
     judge: verdicts.Judge,
     wanted: str,
+    cache: verdicts.JudgementCache,
 ) -> tuple[overview_query.OverviewPage, dict[str, verdicts.Judgement]]:
     """A page of rollouts with the wanted verdict. Verdicts are computed, not stored, so the
     rows are read in the page's order and judged in batches, up to ``VERDICT_SCAN`` rollouts
@@ -149,8 +153,10 @@ async def verdict_page(
         batch = await overview_query.read_page(
             conn, replace(query, limit=VERDICT_BATCH, after=after)
         )
-        ids = [row.rollout_id for row in batch.rows]
-        found = await conn.run_sync(partial(verdicts.judge_rollouts, judge=judge, rollout_ids=ids))
+        keys = [(row.rollout_id, row.last_seq) for row in batch.rows]
+        found = await conn.run_sync(
+            partial(verdicts.judge_rollouts, judge=judge, rollouts=keys, cache=cache)
+        )
         for row in batch.rows:
             scanned += 1
             judgement = found.get(row.rollout_id)
@@ -173,12 +179,14 @@ async def rollout(request: Request, rollout_id: str) -> Response:
     if not is_valid_rollout_id(rollout_id):
         return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
     judge = verdicts.health_rules()
+    cache = verdicts.JudgementCache.of(request.app.state)
 
     def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
         detail = rollout_query.read_rollout(conn, rollout_id)
         if detail is None or judge is None:
             return detail, None
-        return detail, verdicts.judge_rollouts(conn, judge, [rollout_id]).get(rollout_id)
+        found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
+        return detail, found.get(rollout_id)
 
     detail, judgement = await get_ledger(request).store.read_sync(read)
     if detail is None:
