@@ -16,6 +16,7 @@ from ledger.areas.captures.area import AREA as CAPTURES
 from ledger.areas.lineage.area import AREA as LINEAGE
 from ledger.areas.observations.area import AREA as OBSERVATIONS
 from ledger.areas.proxy.area import AREA as PROXY
+from ledger.areas.viewer.area import AREA as VIEWER
 from ledger.log.events import Catalogue, EventType
 from ledger.log.metadata import metadata
 from ledger.log.projector import Projector
@@ -23,7 +24,7 @@ from ledger.mirror.base import MirrorArea
 
 
 def areas() -> list[Area]:
-    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, PROXY]
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, PROXY, VIEWER]
 
 
 def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:

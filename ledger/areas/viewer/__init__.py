@@ -1,0 +1,1 @@
+"""The rollout viewer: read-only HTML pages over the projections (issue 13)."""

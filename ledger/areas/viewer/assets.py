@@ -1,0 +1,188 @@
+"""The viewer's stylesheet and script, served by the ledger itself (no build, nothing fetched
+from elsewhere). Colours pass WCAG AA: text at least 4.5:1 on its background, bars and focus
+rings at least 3:1 against white."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+CSS = """
+:root { --fg:#1a1a1a; --muted:#4a4a4a; --bg:#ffffff; --panel:#f4f5f7; --line:#c8ccd2;
+  --link:#0b57d0; --call:#1f5fa8; --tool:#23724a; --failed:#b3261e; --truncated:#8a5300;
+  --pending:#5c5c5c; --focus:#0b57d0; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color:var(--fg); background:var(--bg); }
+a { color:var(--link); }
+a:focus-visible, button:focus-visible, summary:focus-visible, input:focus-visible,
+select:focus-visible, [tabindex]:focus-visible { outline:3px solid var(--focus);
+  outline-offset:2px; }
+header.top { display:flex; gap:1.5rem; align-items:center; padding:.6rem 1.2rem;
+  background:#1b2430; color:#fff; }
+header.top a { color:#fff; text-decoration:none; font-weight:600; margin-right:1.2rem; }
+header.top a[aria-current=page] { text-decoration:underline; }
+header.top .brand { font-size:1.05rem; margin-right:1rem; }
+main { padding:1rem 1.2rem 3rem; max-width:1600px; }
+h1 { font-size:1.35rem; margin:.2rem 0 .8rem; word-break:break-all; }
+h2 { font-size:1.1rem; margin:1.6rem 0 .5rem; border-bottom:1px solid var(--line); }
+.skip { position:absolute; left:-999px; } .skip:focus { left:.5rem; top:.5rem; background:#fff;
+  color:var(--link); padding:.3rem; z-index:9; }
+.summary { display:flex; flex-wrap:wrap; gap:.6rem; margin:.4rem 0 1rem; }
+.summary .card { background:var(--panel); border:1px solid var(--line); border-radius:6px;
+  padding:.45rem .8rem; min-width:13rem; }
+.card h3 { margin:0 0 .2rem; font-size:.85rem; color:var(--muted); text-transform:uppercase; }
+.card dl { display:grid; grid-template-columns:auto auto; gap:0 .8rem; margin:0; }
+.card dt { color:var(--muted); } .card dd { margin:0; text-align:right;
+  font-variant-numeric:tabular-nums; }
+form.filters { display:flex; flex-wrap:wrap; gap:.6rem; align-items:end; margin-bottom:.8rem; }
+form.filters label { display:flex; flex-direction:column; font-size:.85rem; color:var(--muted); }
+input, select, button { font:inherit; padding:.25rem .4rem; border:1px solid #767676;
+  border-radius:4px; background:#fff; color:var(--fg); }
+button { cursor:pointer; background:#e8eaee; }
+.table-wrap { overflow-x:auto; }
+table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums; }
+th, td { border-bottom:1px solid var(--line); padding:.3rem .5rem; text-align:left;
+  vertical-align:top; white-space:nowrap; }
+td.num, th.num { text-align:right; }
+th { background:var(--panel); position:sticky; top:0; }
+th a { color:var(--fg); }
+tbody tr:hover { background:#eef3fb; }
+td.id { white-space:normal; word-break:break-all; max-width:28rem; }
+.tag { display:inline-block; padding:0 .4rem; border-radius:3px; border:1px solid currentColor;
+  font-size:.8rem; }
+.failed { color:var(--failed); } .truncated { color:var(--truncated); }
+.pending { color:var(--pending); } .ok { color:#1e6b3a; } .retired { color:var(--truncated); }
+.pager { display:flex; gap:1rem; margin:.8rem 0; }
+.muted { color:var(--muted); }
+.error { color:var(--failed); font-weight:600; }
+svg.timeline { width:100%; height:auto; border:1px solid var(--line); background:#fff; }
+svg .lane-label { font-size:11px; fill:var(--fg); }
+svg .axis { font-size:10px; fill:var(--muted); }
+svg .grid { stroke:#e1e4e8; }
+svg rect.bar.call { fill:var(--call); } svg rect.bar.tool { fill:var(--tool); }
+svg rect.bar.failed { fill:var(--failed); }
+svg rect.bar.truncated { fill:#fff; stroke:var(--truncated); stroke-width:2; stroke-dasharray:4 2; }
+svg a:focus rect.bar { stroke:#000; stroke-width:3; }
+.legend { display:flex; gap:1rem; font-size:.85rem; margin:.3rem 0; flex-wrap:wrap; }
+.legend i { display:inline-block; width:1.6em; height:.8em; margin-right:.3em;
+  vertical-align:middle; }
+.legend .l-call { background:var(--call); } .legend .l-tool { background:var(--tool); }
+.legend .l-failed { background:var(--failed); }
+.legend .l-trunc { border:2px dashed var(--truncated); }
+ul.tree, ul.tree ul { list-style:none; padding-left:1.2rem; margin:.2rem 0; }
+ul.tree li { margin:.15rem 0; }
+.tree .d1 { margin-left:1.2rem; }
+.tree .d2 { margin-left:2.4rem; }
+.tree .d3 { margin-left:3.6rem; }
+.tree .d4 { margin-left:4.8rem; }
+.tree .d5 { margin-left:6.0rem; }
+.tree .d6 { margin-left:7.2rem; }
+.tree .d7 { margin-left:8.4rem; }
+.tree .d8 { margin-left:9.6rem; }
+.finding { margin:.15rem 0 .15rem 1rem; padding:.1rem .5rem; border-left:3px solid var(--failed);
+  background:#fdf1f0; }
+details.json { margin:.2rem 0; } details.json > summary { cursor:pointer; color:var(--link); }
+pre.json { margin:.3rem 0; padding:.5rem; background:#f7f7f9; border:1px solid var(--line);
+  max-height:32rem; overflow:auto; white-space:pre-wrap; word-break:break-word; font-size:12px; }
+.j-key { color:#7a1f9c; } .j-str { color:#1d6b1d; } .j-num { color:#0b4f9c; }
+.j-lit { color:#8a3b00; font-weight:600; }
+.tail-controls { display:flex; gap:1rem; align-items:center; margin:.4rem 0 .8rem; }
+@media (max-width: 1100px) { main { padding:.6rem; } th, td { padding:.25rem .3rem; } }
+"""
+
+JS = """
+'use strict';
+(function () {
+  // Request and response of a call, fetched when its <details> is first opened.
+  document.querySelectorAll('details[data-src]').forEach(function (box) {
+    box.addEventListener('toggle', function () {
+      if (!box.open || box.dataset.loaded) return;
+      box.dataset.loaded = '1';
+      var target = box.querySelector('.json-body');
+      target.textContent = 'Loading…';
+      fetch(box.dataset.src, {credentials: 'same-origin'}).then(function (r) {
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        return r.text();
+      }).then(function (text) {
+        // The fragment is server-rendered with every value escaped; parse it inertly.
+        var doc = new DOMParser().parseFromString(text, 'text/html');
+        target.replaceChildren.apply(target, Array.from(doc.body.childNodes));
+      }).catch(function (err) {
+        target.textContent = 'Could not load: ' + err.message;
+        delete box.dataset.loaded;
+      });
+    });
+  });
+
+  // The live tail: server-sent events into the table, pausable.
+  var tail = document.getElementById('tail');
+  if (!tail) return;
+  var body = tail.querySelector('tbody');
+  var status = document.getElementById('tail-status');
+  var button = document.getElementById('tail-toggle');
+  var after = Number(tail.dataset.after || '0');
+  var source = null;
+  var keep = 500;
+  function cell(row, text, cls) {
+    var td = document.createElement('td');
+    td.textContent = text;
+    if (cls) td.className = cls;
+    row.appendChild(td);
+    return td;
+  }
+  function add(ev) {
+    var row = document.createElement('tr');
+    row.dataset.seq = ev.seq;
+    cell(row, String(ev.seq), 'num');
+    cell(row, ev.recorded_at);
+    cell(row, ev.kind);
+    var idCell = cell(row, '', 'id');
+    if (ev.rollout_id) {
+      var a = document.createElement('a');
+      a.href = ev.rollout_url;
+      a.textContent = ev.rollout_id;
+      idCell.appendChild(a);
+    }
+    cell(row, String(ev.generation), 'num');
+    cell(row, ev.hash.slice(0, 16), 'muted');
+    body.insertBefore(row, body.firstChild);
+    while (body.rows.length > keep) body.deleteRow(body.rows.length - 1);
+  }
+  function start() {
+    source = new EventSource(tail.dataset.stream + '?after=' + after);
+    source.onmessage = function (msg) {
+      var ev = JSON.parse(msg.data);
+      after = Math.max(after, ev.seq);
+      add(ev);
+    };
+    source.onopen = function () { status.textContent = 'Live: following new events.'; };
+    source.onerror = function () { status.textContent = 'Reconnecting…'; };
+    button.textContent = 'Pause';
+    button.setAttribute('aria-pressed', 'false');
+  }
+  function stop() {
+    if (source) source.close();
+    source = null;
+    status.textContent = 'Paused after seq ' + after + '.';
+    button.textContent = 'Resume';
+    button.setAttribute('aria-pressed', 'true');
+  }
+  button.hidden = false;
+  button.addEventListener('click', function () { if (source) stop(); else start(); });
+  start();
+})();
+"""
+
+# A favicon of our own (browsers ask for /favicon.ico otherwise, a 404 in every page's log).
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '
+    'rx="3" fill="#1b2430"/><rect x="3" y="4" width="7" height="2" fill="#7fb2ff"/>'
+    '<rect x="6" y="8" width="7" height="2" fill="#6fd39a"/></svg>'
+)
+
+
+@functools.cache
+def fingerprint(text: str) -> str:
+    """Part of an asset's URL: cacheable for good, since a changed asset gets a new URL."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -1,0 +1,270 @@
+"""``/ui/``: the run overview (filters, sortable columns, keyset paging, selection summary)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from ledger.areas.viewer.markup import Html, html, join, number, query
+from ledger.areas.viewer.overview_query import (
+    PAGE_SIZES,
+    SORTS,
+    InvalidOverviewQuery,
+    OverviewFilter,
+    OverviewPage,
+    OverviewQuery,
+    OverviewRow,
+    OverviewSummary,
+    decode_cursor,
+)
+
+MAX_GLOB = 200
+
+COLUMNS: tuple[tuple[str, str | None, bool], ...] = (
+    # (heading, sort key or None, numeric)
+    ("Rollout", "id", False),
+    ("State", None, False),
+    ("Gen", "generation", True),
+    ("Verdict", None, False),
+    ("Calls", "calls", True),
+    ("Tokens in", "tokens_in", True),
+    ("Out", "tokens_out", True),
+    ("Cached", "tokens_cached", True),
+    ("Reasoning", "tokens_reasoning", True),
+    ("Latency ms", "latency", True),
+    ("Gaps", "gaps", True),
+    ("Last event", "last_event", True),
+)
+
+
+def rollout_url(rollout_id: str) -> str:
+    return "/ui/rollouts/" + quote(rollout_id, safe="")
+
+
+def parse_query(params: Mapping[str, str]) -> OverviewQuery:
+    """The page's query string, checked: a bad value is a 400 naming the parameter."""
+    glob = params.get("id") or None
+    if glob is not None and len(glob) > MAX_GLOB:
+        raise InvalidOverviewQuery(f"id: glob longer than {MAX_GLOB} characters")
+    state = params.get("state") or None
+    if state not in (None, "live", "retired"):
+        raise InvalidOverviewQuery("state: expected live or retired")
+    gap_text = params.get("gaps") or None
+    if gap_text not in (None, "yes", "no"):
+        raise InvalidOverviewQuery("gaps: expected yes or no")
+    verdict = params.get("verdict") or None
+    if verdict is not None and len(verdict) > 40:
+        raise InvalidOverviewQuery("verdict: too long")
+    sort = params.get("sort") or "id"
+    if sort not in SORTS:
+        raise InvalidOverviewQuery(f"sort: expected one of {', '.join(SORTS)}")
+    direction = params.get("dir") or "asc"
+    if direction not in ("asc", "desc"):
+        raise InvalidOverviewQuery("dir: expected asc or desc")
+    limit_text = params.get("limit") or "50"
+    if not limit_text.isdigit() or int(limit_text) not in PAGE_SIZES:
+        raise InvalidOverviewQuery(f"limit: expected one of {', '.join(map(str, PAGE_SIZES))}")
+    after = params.get("after") or None
+    return OverviewQuery(
+        filter=OverviewFilter(
+            id_glob=glob,
+            state=state,  # type: ignore[arg-type]
+            has_gap=None if gap_text is None else gap_text == "yes",
+            verdict=verdict,
+        ),
+        sort=sort,
+        direction=direction,  # type: ignore[arg-type]
+        limit=int(limit_text),
+        after=None if after is None else decode_cursor(after, sort),
+    )
+
+
+def _filter_params(q: OverviewQuery) -> dict[str, object]:
+    f = q.filter
+    return {
+        "id": f.id_glob,
+        "state": f.state,
+        "gaps": None if f.has_gap is None else ("yes" if f.has_gap else "no"),
+        "verdict": f.verdict,
+    }
+
+
+def _link(q: OverviewQuery, **changes: object) -> str:
+    params: dict[str, object] = {**_filter_params(q), "sort": q.sort, "dir": q.direction}
+    if q.limit != 50:
+        params["limit"] = q.limit
+    params.update(changes)
+    if params.get("sort") == "id" and params.get("dir") == "asc":
+        params.pop("sort")
+        params.pop("dir")
+    return "/ui/" + query(**params)
+
+
+def _option(value: str, label: str, current: str | None) -> Html:
+    selected = Html(" selected") if value == (current or "") else Html("")
+    return html('<option value="{v}"{s}>{label}</option>', v=value, s=selected, label=label)
+
+
+def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
+    f = q.filter
+    gaps = None if f.has_gap is None else ("yes" if f.has_gap else "no")
+    verdict_options = [_option("", "any", f.verdict)] + [_option(v, v, f.verdict) for v in verdicts]
+    return html(
+        '<form class="filters" method="get" action="/ui/" role="search" aria-label="Filter'
+        ' rollouts">'
+        '<label>Rollout id (glob)<input name="id" value="{glob}" placeholder="task7-*"'
+        ' maxlength="{max}"></label>'
+        '<label>State<select name="state">{states}</select></label>'
+        '<label>Verdict<select name="verdict"{vdis}>{verdicts}</select></label>'
+        '<label>Gaps<select name="gaps">{gaps}</select></label>'
+        '<label>Per page<select name="limit">{limits}</select></label>'
+        '<input type="hidden" name="sort" value="{sort}"><input type="hidden" name="dir"'
+        ' value="{dir}">'
+        '<button type="submit">Apply</button> <a href="/ui/">Clear</a></form>',
+        glob=f.id_glob or "",
+        max=MAX_GLOB,
+        states=join(
+            [
+                _option("", "any", f.state),
+                _option("live", "live", f.state),
+                _option("retired", "retired", f.state),
+            ]
+        ),
+        verdicts=join(verdict_options),
+        vdis=Html("") if verdicts else Html(" disabled"),
+        gaps=join(
+            [
+                _option("", "any", gaps),
+                _option("yes", "with gaps", gaps),
+                _option("no", "without gaps", gaps),
+            ]
+        ),
+        limits=join(_option(str(n), str(n), str(q.limit)) for n in PAGE_SIZES),
+        sort=q.sort,
+        dir=q.direction,
+    )
+
+
+def _card(title: str, items: list[tuple[str, str]]) -> Html:
+    return html(
+        '<section class="card" aria-label="{title}"><h3>{title}</h3><dl>{items}</dl></section>',
+        title=title,
+        items=join(html("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in items),
+    )
+
+
+def summary_cards(s: OverviewSummary, verdict_counts: Mapping[str, int]) -> Html:
+    judged = s.resolved + s.unresolved
+    quality = [
+        ("Rollouts", number(s.rollouts)),
+        ("Live / retired", f"{number(s.live)} / {number(s.retired)}"),
+        ("With gaps", f"{number(s.with_gaps)} ({number(s.gaps)} gaps)"),
+        (
+            "Resolved",
+            f"{number(s.resolved)} of {number(judged)}"
+            + (f" ({100 * s.resolved / judged:.1f}%)" if judged else ""),
+        ),
+        ("Incomplete captures", number(s.incomplete)),
+        ("Pending calls", number(s.pending_calls)),
+        ("Token coverage", "–" if s.mean_coverage is None else f"{100 * s.mean_coverage:.1f}%"),
+    ]
+    quality += [(f"Verdict {name}", number(count)) for name, count in verdict_counts.items()]
+    perf = [
+        ("Model calls", number(s.calls)),
+        ("Tokens in", number(s.tokens_in)),
+        ("Tokens out", number(s.tokens_out)),
+        ("Cached", number(s.tokens_cached)),
+        ("Reasoning", number(s.tokens_reasoning)),
+        ("Latency total", f"{s.latency_ms / 1000:,.1f} s"),
+        ("Latency / call", "–" if not s.calls else f"{s.latency_ms / s.calls:,.0f} ms"),
+    ]
+    return html(
+        '<div class="summary">{a}{b}</div>', a=_card("Quality", quality), b=_card("Perf", perf)
+    )
+
+
+def _heading(q: OverviewQuery, title: str, key: str | None, numeric: bool) -> Html:
+    cls = Html(' class="num"') if numeric else Html("")
+    if key is None:
+        return html('<th scope="col"{cls}>{title}</th>', cls=cls, title=title)
+    if q.sort == key:
+        direction = "desc" if q.direction == "asc" else "asc"
+        aria = "ascending" if q.direction == "asc" else "descending"
+        arrow = " ▲" if q.direction == "asc" else " ▼"
+    else:
+        direction, aria, arrow = ("desc" if numeric else "asc"), "none", ""
+    return html(
+        '<th scope="col"{cls} aria-sort="{aria}"><a href="{href}">{title}{arrow}</a></th>',
+        cls=cls,
+        aria=aria,
+        href=_link(q, sort=key, dir=direction),
+        title=title,
+        arrow=arrow,
+    )
+
+
+def _row(r: OverviewRow, verdict: str | None) -> Html:
+    state_cls = "retired" if r.state == "retired" else "ok"
+    calls = number(r.calls)
+    if r.pending:
+        calls += f" (+{r.pending} pending)"
+    return html(
+        '<tr data-rollout="{id}"><td class="id"><a href="{href}">{id}</a></td>'
+        '<td><span class="tag {scls}">{state}</span></td><td class="num">{gen}</td>'
+        '<td class="verdict">{verdict}</td><td class="num">{calls}</td><td class="num">{tin}</td>'
+        '<td class="num">{tout}</td><td class="num">{tcache}</td><td class="num">{treason}</td>'
+        '<td class="num">{lat}</td><td class="num{gcls}">{gaps}</td>'
+        '<td class="num"><time datetime="{iso}">{when}</time> <span'
+        ' class="muted">#{seq}</span></td></tr>',
+        id=r.rollout_id,
+        href=rollout_url(r.rollout_id),
+        scls=state_cls,
+        state=r.state,
+        gen=r.generation,
+        verdict=verdict or "–",
+        calls=calls,
+        tin=number(r.tokens_in),
+        tout=number(r.tokens_out),
+        tcache=number(r.tokens_cached),
+        treason=number(r.tokens_reasoning),
+        lat=number(r.latency_ms),
+        gcls=" failed" if r.gaps else "",
+        gaps=number(r.gaps),
+        iso=r.updated_at.isoformat(),
+        when=r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+        seq=r.last_seq,
+    )
+
+
+def overview_body(
+    q: OverviewQuery,
+    page: OverviewPage,
+    summary: OverviewSummary,
+    *,
+    summary_seq: int,
+    verdicts: Mapping[str, str],
+    verdict_names: list[str],
+    verdict_counts: Mapping[str, int],
+) -> Html:
+    head = join(_heading(q, t, k, n) for t, k, n in COLUMNS)
+    body = join(_row(r, verdicts.get(r.rollout_id)) for r in page.rows)
+    if not page.rows:
+        body = Html(f'<tr><td colspan="{len(COLUMNS)}" class="muted">No rollout matches.</td></tr>')
+    pager = [html('<a href="{h}">First page</a>', h=_link(q))] if q.after is not None else []
+    if page.next_after is not None:
+        pager.append(
+            html('<a href="{h}" rel="next">Next page</a>', h=_link(q, after=page.next_after))
+        )
+    return html(
+        "<h1>Rollouts</h1>{filters}{summary}"
+        '<div class="table-wrap"><table id="rollouts"><caption class="muted">{caption}</caption>'
+        "<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+        '<nav class="pager" aria-label="Pages of rollouts">{pager}</nav>',
+        filters=_filters(q, verdict_names),
+        summary=summary_cards(summary, verdict_counts),
+        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected"
+        f" (summary as of event #{summary_seq})",
+        head=head,
+        body=body,
+        pager=join(pager),
+    )

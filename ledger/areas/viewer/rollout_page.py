@@ -1,0 +1,391 @@
+"""``/ui/rollouts/{id}``: one rollout (timeline, calls, tools, invocation tree with its gaps,
+manifest and fence, events). Request and response bodies are loaded on demand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from ledger.areas.viewer.markup import Html, html, join, number
+from ledger.areas.viewer.overview_page import rollout_url
+from ledger.areas.viewer.rollout_query import (
+    Call,
+    Gap,
+    Invocation,
+    RolloutDetail,
+    ToolCall,
+)
+from ledger.areas.viewer.timeline import call_owners, invocation_order, timeline_svg
+from ledger.areas.viewer.verdicts import Judgement, health_rules
+
+
+def payload_url(rollout_id: str, call_index: int) -> str:
+    return f"{rollout_url(rollout_id)}/calls/{call_index}/payload"
+
+
+def _when(value: datetime | None) -> str:
+    return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _ms(value: float | None) -> str:
+    return number(value) if value is None or value >= 10 else f"{value:.1f}"
+
+
+def _status(call: Call) -> Html:
+    if call.damaged:
+        return Html('<span class="tag failed">damaged</span>')
+    if call.failed:
+        return html('<span class="tag failed">failed {c}</span>', c=call.status_code or "")
+    if call.truncated:
+        return html('<span class="tag truncated">truncated</span> {c}', c=call.status_code or "")
+    return html('<span class="ok">{c}</span>', c=call.status_code or "–")
+
+
+def _health_finding(finding: dict[str, Any]) -> Html:
+    detail = json.dumps(finding.get("detail") or {}, sort_keys=True)
+    return html(
+        '<div class="finding" data-check="{check}"><strong>{check}</strong> '
+        '<span class="muted">{detail}</span></div>',
+        check=finding.get("check"),
+        detail=detail if len(detail) <= 400 else detail[:400] + "…",
+    )
+
+
+def _call_key(finding: dict[str, Any]) -> str | None:
+    locator = finding.get("locator")
+    if isinstance(locator, dict) and isinstance(locator.get("call_id"), str):
+        return str(locator["call_id"])
+    return None
+
+
+def _calls_table(
+    d: RolloutDetail, owners: dict[int, str | None], by_call: dict[str, list[Html]]
+) -> Html:
+    rows = []
+    for c in d.calls:
+        about = [*by_call.get(c.model_call_id or "", []), *by_call.get(c.response_id or "", [])]
+        rows.append(
+            html(
+                '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td><td>{model}</td>'
+                "<td>{inv}</td><td>{status}</td><td>{finish}</td><td>{err}</td>"
+                '<td class="num">{tin}</td><td class="num">{tout}</td><td class="num">{cached}</td>'
+                '<td class="num">{reason}</td><td class="num">{ttft}</td><td class="num">{lat}</td>'
+                '<td class="num"><a'
+                ' href="/v1/events?after={before}&amp;limit=1">#{seq}</a></td></tr>'
+                '<tr class="payload-row"><td></td><td colspan="12">'
+                '<details class="json" data-src="{src}?fragment=1"><summary>Request and response'
+                '</summary><div class="json-body"><a href="{src}">Open the request and response'
+                "</a></div></details>{about}</td></tr>",
+                about=join(about),
+                i=c.call_index,
+                model=c.model or c.model_ref_name or "–",
+                inv=owners.get(c.call_index) or "–",
+                status=_status(c),
+                finish=c.finish_reason or "–",
+                err=c.error_category or "–",
+                tin=number(c.tokens_in),
+                tout=number(c.tokens_out),
+                cached=number(c.cached_tokens),
+                reason=number(c.tokens_reasoning),
+                ttft=_ms(c.ttft_ms),
+                lat=_ms(c.latency_ms),
+                before=c.seq - 1,
+                seq=c.seq,
+                src=payload_url(d.rollout_id, c.call_index),
+            )
+        )
+    for model_call_id in d.pending:
+        rows.append(
+            html(
+                '<tr class="pending"><td>–</td><td colspan="2">{id}</td>'
+                '<td><span class="tag pending">pending</span></td><td colspan="9">'
+                "announced, not landed yet</td></tr>",
+                id=model_call_id,
+            )
+        )
+    if not rows:
+        rows.append(Html('<tr><td colspan="13" class="muted">No model call captured.</td></tr>'))
+    return html(
+        '<div class="table-wrap"><table id="calls"><thead><tr><th scope="col" class="num">#</th>'
+        '<th scope="col">Model</th><th scope="col">Invocation</th><th scope="col">Status</th>'
+        '<th scope="col">Finish</th><th scope="col">Error category</th>'
+        '<th scope="col" class="num">Tokens in</th><th scope="col" class="num">Out</th>'
+        '<th scope="col" class="num">Cached</th><th scope="col" class="num">Reasoning</th>'
+        '<th scope="col" class="num">TTFT ms</th><th scope="col" class="num">Latency ms</th>'
+        '<th scope="col" class="num">Event</th></tr></thead><tbody>{rows}</tbody></table></div>',
+        rows=join(rows),
+    )
+
+
+def _tools_table(tools: Sequence[ToolCall]) -> Html:
+    if not tools:
+        return Html('<p class="muted">No tool call observed.</p>')
+    rows = join(
+        html(
+            '<tr id="tool-{p}" data-tool="{p}"><td'
+            ' class="num">{p}</td><td>{name}</td><td>{inv}</td>'
+            '<td><span class="{cls}">{status}</span></td><td>{err}</td><td'
+            ' class="num">{dur}</td></tr>',
+            p=t.position,
+            name=t.tool_name or t.tool_call_id,
+            inv=t.invocation_id,
+            cls="failed" if t.failed else "ok",
+            status=t.status,
+            err=t.error_type or "–",
+            dur=_ms(t.duration),
+        )
+        for t in tools
+    )
+    return html(
+        '<div class="table-wrap"><table id="tools"><thead><tr><th scope="col" class="num">#</th>'
+        '<th scope="col">Tool</th><th scope="col">Invocation</th><th scope="col">Status</th>'
+        '<th scope="col">Error</th><th scope="col" class="num">Duration ms</th></tr></thead>'
+        "<tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
+def _finding(gap: Gap) -> Html:
+    return html(
+        '<div class="finding" data-gap="{code}"><strong>{code}</strong> <span class="muted">({doc})'
+        "</span> {detail}</div>",
+        code=gap.code,
+        doc=gap.document,
+        detail=gap.detail or "",
+    )
+
+
+def _tree(
+    d: RolloutDetail, owners: dict[int, str | None], findings: dict[str | None, list[Html]]
+) -> Html:
+    ordered = invocation_order(d.invocations)
+    if not ordered:
+        return Html('<p class="muted">No invocation observed.</p>')
+    calls_of: dict[str, int] = {}
+    for owner in owners.values():
+        if owner is not None:
+            calls_of[owner] = calls_of.get(owner, 0) + 1
+    tools_of: dict[str, int] = {}
+    for t in d.tools:
+        tools_of[t.invocation_id] = tools_of.get(t.invocation_id, 0) + 1
+    items = []
+    for inv, depth in ordered:
+        items.append(
+            _tree_item(
+                inv,
+                depth,
+                calls_of.get(inv.invocation_id, 0),
+                tools_of.get(inv.invocation_id, 0),
+                findings.get(inv.invocation_id, []),
+            )
+        )
+    return html('<ul class="tree" id="invocations">{items}</ul>', items=join(items))
+
+
+def _tree_item(inv: Invocation, depth: int, calls: int, tools: int, findings: list[Html]) -> Html:
+    spawned = (
+        f" spawned by tool call {inv.spawned_by_tool_call_id}"
+        if inv.spawned_by_tool_call_id
+        else ""
+    )
+    cls = "failed" if inv.status == "failed" or inv.error_type else "ok"
+    return html(
+        '<li class="d{indent}" data-invocation="{id}"><strong>{kind}</strong> {id} '
+        '<span class="{cls}">{status}</span>{err} · {calls} calls · {tools} tools{dur}'
+        '<span class="muted">{spawned}</span>{findings}</li>',
+        indent=min(depth, 8),
+        kind="subagent" if inv.parent_invocation_id else "agent",
+        id=inv.invocation_id,
+        cls=cls,
+        status=inv.status,
+        err=f" ({inv.error_type})" if inv.error_type else "",
+        calls=calls,
+        tools=tools,
+        dur="" if inv.duration_ms is None else f" · {inv.duration_ms:,.0f} ms",
+        spawned=spawned,
+        findings=join(findings),
+    )
+
+
+def _manifest(d: RolloutDetail) -> Html:
+    if d.state == "retired":
+        fence = html(
+            '<p id="fence"><span class="tag retired">fenced</span> retired at {at} (event #{seq}): '
+            "the manifest answers 410 and late rows are discarded.</p>",
+            at=_when(d.fenced_at),
+            seq=d.fenced_seq if d.fenced_seq is not None else "?",
+        )
+    else:
+        fence = Html('<p id="fence"><span class="tag ok">open</span> live: not fenced.</p>')
+    if not d.manifest:
+        return Html(fence + Html('<p class="muted">No ledger row recorded.</p>'))
+    rows = join(
+        html(
+            '<tr><td class="num">{seq}</td><td>{kind}</td><td'
+            ' class="id">{call}</td><td>{parent}</td>'
+            '<td class="{rcls}">{reason}</td><td class="num">{cum}</td><td'
+            ' class="id">{key}</td></tr>',
+            seq=m.seq,
+            kind=m.row_kind,
+            call=m.model_call_id,
+            parent=m.parent_call_id or "–",
+            rcls="failed" if m.failure_reason else "",
+            reason=m.failure_reason or "–",
+            cum=number(m.cum_len),
+            key=m.staging_key or "–",
+        )
+        for m in d.manifest
+    )
+    return join([fence, _manifest_table(rows)])
+
+
+def _manifest_table(rows: Html) -> Html:
+    return html(
+        '<div class="table-wrap"><table id="manifest"><thead><tr><th scope="col"'
+        ' class="num">Seq</th>'
+        '<th scope="col">Kind</th><th scope="col">Model call</th><th scope="col">Parent</th>'
+        '<th scope="col">Failure</th><th scope="col" class="num">Cum len</th>'
+        '<th scope="col">Staging key</th></tr></thead><tbody>{rows}</tbody></table></div>',
+        rows=rows,
+    )
+
+
+def _events(d: RolloutDetail) -> Html:
+    rows = join(
+        html(
+            '<tr><td class="num">{seq}</td><td>{at}</td><td>{kind}</td><td class="num">{gen}</td>'
+            "<td><code>{hash}</code></td></tr>",
+            seq=e.seq,
+            at=_when(e.recorded_at),
+            kind=e.kind,
+            gen=e.generation,
+            hash=e.hash,
+        )
+        for e in d.events
+    )
+    more = Html("")
+    if d.event_count > len(d.events):
+        more = html(
+            '<p class="muted">The newest {n} events are shown; <a'
+            ' href="/v1/events?rollout_id={id}">'
+            "all events as JSON</a>.</p>",
+            n=len(d.events),
+            id=quote(d.rollout_id, safe=""),
+        )
+    return join([more, _events_table(rows)])
+
+
+def _events_table(rows: Html) -> Html:
+    return html(
+        '<div class="table-wrap"><table id="events"><thead><tr><th scope="col" class="num">Seq</th>'
+        '<th scope="col">Recorded</th><th scope="col">Kind</th><th scope="col" class="num">Gen</th>'
+        '<th scope="col">Hash</th></tr></thead><tbody>{rows}</tbody></table></div>',
+        rows=rows,
+    )
+
+
+def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[str, list[Html]]]:
+    """The health section (verdict, findings not about one call, unobserved checks), and the
+    findings about a call by its model_call_id / response_id (shown under that call)."""
+    if judgement is None:
+        note = (
+            "The health rules are not installed in this ledger."
+            if health_rules() is None
+            else ("No enriched record to check.")
+        )
+        return html('<h2 id="health">Health</h2><p class="muted">{n}</p>', n=note), {}
+    known = {c.model_call_id for c in d.calls} | {c.response_id for c in d.calls}
+    by_call: dict[str, list[Html]] = {}
+    loose: list[Html] = []
+    for finding in judgement.findings:
+        key = _call_key(finding)
+        if key is not None and key in known:
+            by_call.setdefault(key, []).append(_health_finding(finding))
+        else:
+            loose.append(_health_finding(finding))
+    cls = {"healthy": "ok", "unhealthy": "failed"}.get(judgement.verdict, "pending")
+    unobserved = (
+        html('<p class="muted">Not observed: {u}</p>', u=", ".join(judgement.unobserved))
+        if judgement.unobserved
+        else Html("")
+    )
+    body = html(
+        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict">{v}</span> '
+        '<span class="muted">({n} findings; those about one call are under it)</span></p>'
+        '<div id="health-findings">{loose}</div>{unobserved}',
+        cls=cls,
+        v=judgement.verdict,
+        n=len(judgement.findings),
+        loose=join(loose),
+        unobserved=unobserved,
+    )
+    return body, by_call
+
+
+def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
+    owners = call_owners(d.calls, d.invocations)
+    health, by_call = _health(judgement, d)
+    findings: dict[str | None, list[Html]] = {}
+    for gap in d.gaps:
+        findings.setdefault(gap.invocation_id, []).append(_finding(gap))
+    known = {inv.invocation_id for inv in d.invocations}
+    loose = [f for key, items in findings.items() if key not in known for f in items]
+    failed = sum(1 for c in d.calls if c.failed)
+    truncated = sum(1 for c in d.calls if c.truncated and not c.failed)
+    facts = [
+        ("State", d.state),
+        ("Generation", str(d.generation)),
+        ("Task", d.task_id or "–"),
+        ("Resolved", "–" if d.resolved is None else ("yes" if d.resolved else "no")),
+        (
+            "Calls",
+            f"{len(d.calls)} ({failed} failed, {truncated} truncated, {len(d.pending)} pending)",
+        ),
+        ("Tools", str(len(d.tools))),
+        ("Gaps", str(len(d.gaps))),
+        ("Token coverage", "–" if d.coverage is None else f"{100 * d.coverage:.1f}%"),
+        (
+            "Capture",
+            ("incomplete" if d.incomplete else "complete")
+            + (f", {d.damaged_count} damaged lines" if d.damaged_count else ""),
+        ),
+        ("Events", f"#{d.first_seq} … #{d.last_seq}"),
+    ]
+    card = html(
+        '<div class="summary"><section class="card"'
+        ' aria-label="Rollout"><h3>Rollout</h3><dl>{items}</dl>'
+        "</section></div>",
+        items=join(html("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in facts),
+    )
+    return html(
+        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{card}{health}'
+        '<h2 id="timeline">Timeline</h2><div class="legend" aria-hidden="true"><span><i'
+        ' class="l-call"></i>model call</span>'
+        '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed</span>'
+        '<span><i class="l-trunc"></i>truncated</span><span class="pending">{pending} pending'
+        " (no times yet)</span></div>"
+        "{svg}"
+        '<h2 id="calls-heading">Model calls</h2>{calls}'
+        '<h2 id="tools-heading">Tool calls</h2>{tools}'
+        '<h2 id="tree-heading">Invocations and gaps</h2>{tree}{loose}'
+        '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
+        '<h2 id="events-heading">Events</h2>{events}',
+        id=d.rollout_id,
+        card=card,
+        health=health,
+        pending=len(d.pending),
+        svg=timeline_svg(d.calls, d.tools, d.invocations, owners),
+        calls=_calls_table(d, owners, by_call),
+        tools=_tools_table(d.tools),
+        tree=_tree(d, owners, findings),
+        loose=(
+            html('<h3>Gaps of the rollout</h3><div id="rollout-gaps">{f}</div>', f=join(loose))
+            if loose
+            else Html("")
+        ),
+        manifest=_manifest(d),
+        events=_events(d),
+    )

@@ -1,0 +1,279 @@
+"""The viewer's routes under ``/ui``: HTML pages, the payload fragments, the event stream and the
+two assets. Every page is read-only and answers HTML (errors too); none is in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.app.http.deps import MAX_SEQ, get_ledger
+from ledger.areas.viewer import events_query, overview_query, rollout_query, signin, verdicts
+from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
+from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
+from ledger.areas.viewer.json_view import json_html
+from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
+from ledger.areas.viewer.markup import Html, html
+from ledger.areas.viewer.overview_page import overview_body, parse_query, rollout_url
+from ledger.areas.viewer.rollout_page import rollout_body
+from ledger.areas.viewer.summary_cache import SummaryCache
+from ledger.areas.viewer.verdicts import Judgement
+from ledger.gym.ids import is_valid_rollout_id
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+# How often the stream looks for new events, and how long one stream lives: EventSource
+# reconnects by itself (sending Last-Event-ID), and a bounded stream never holds a shutdown.
+STREAM_POLL_SECONDS = 0.2
+STREAM_LIFETIME_SECONDS = 60.0
+STREAM_BATCH = 200
+KEEPALIVE_SECONDS = 15.0
+MAX_CALL_INDEX = 2**31 - 1
+# The verdict filter judges at most this many rollouts per request, this many at a time.
+VERDICT_SCAN = 2000
+VERDICT_BATCH = 200
+
+
+@router.get("")
+async def ui_root() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=308)
+
+
+@router.get("/static/viewer-{version}.css")
+async def stylesheet(version: str) -> Response:
+    return _asset(CSS, version, "text/css")
+
+
+@router.get("/static/viewer-{version}.js")
+async def script(version: str) -> Response:
+    return _asset(JS, version, "text/javascript")
+
+
+@router.get("/static/icon-{version}.svg")
+async def icon(version: str) -> Response:
+    return _asset(ICON, version, "image/svg+xml")
+
+
+def _asset(text: str, version: str, media_type: str) -> Response:
+    if version != fingerprint(text):
+        return Response("unknown asset version", status_code=404, media_type="text/plain")
+    headers = {**SECURITY_HEADERS, "Cache-Control": "public, max-age=31536000, immutable"}
+    return Response(text, media_type=media_type, headers=headers)
+
+
+@router.get("/sign-in")
+async def sign_in_page(request: Request) -> HTMLResponse:
+    return signin.sign_in_form(signin.safe_next(request.query_params.get("next")))
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    return await signin.sign_in(request)
+
+
+@router.post("/sign-out")
+async def sign_out() -> Response:
+    return signin.sign_out()
+
+
+@router.get("/")
+async def overview(request: Request) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    try:
+        query = parse_query(request.query_params)
+    except overview_query.InvalidOverviewQuery as exc:
+        return problem(400, str(exc))
+    judge = verdicts.health_rules()
+    wanted = query.filter.verdict
+    if wanted is not None and judge is None:
+        return problem(400, "verdict: the health rules are not installed in this ledger")
+    if wanted is not None and wanted not in verdicts.VERDICTS:
+        return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
+    ledger = get_ledger(request)
+    cache = SummaryCache.of(request.app.state)
+    judgements = verdicts.JudgementCache.of(request.app.state)
+    # The summary is SQL over the selection; the verdict filter is applied to pages only.
+    summary_filter = replace(query.filter, verdict=None)
+    async with ledger.store.read() as conn:
+        if judge is not None and wanted is not None:
+            found, judged = await verdict_page(conn, query, judge, wanted, judgements)
+        else:
+            found = await overview_query.read_page(conn, query)
+            judged = {}
+            if judge is not None:
+                keys = [(row.rollout_id, row.last_seq) for row in found.rows]
+                judged = await conn.run_sync(
+                    partial(verdicts.judge_rollouts, judge=judge, rollouts=keys, cache=judgements)
+                )
+        head = await events_query.head_seq(conn)
+        cached = cache.get(summary_filter, head)
+        if cached is None:
+            summary = await overview_query.read_summary(conn, summary_filter)
+            cached = cache.put(summary_filter, head, summary)
+    page_verdicts = {rollout_id: j.verdict for rollout_id, j in judged.items()}
+    counts = {v: sum(1 for x in page_verdicts.values() if x == v) for v in verdicts.VERDICTS}
+    body = overview_body(
+        query,
+        found,
+        cached.summary,
+        summary_seq=cached.head_seq,
+        verdicts=page_verdicts,
+        verdict_names=list(verdicts.VERDICTS) if judge is not None else [],
+        verdict_counts={f"{v} (this page)": n for v, n in counts.items()} if judge else {},
+    )
+    return page("Rollouts", body, current="overview")
+
+
+async def verdict_page(
+    conn: AsyncConnection,
+    query: overview_query.OverviewQuery,
+    judge: verdicts.Judge,
+    wanted: str,
+    cache: verdicts.JudgementCache,
+) -> tuple[overview_query.OverviewPage, dict[str, verdicts.Judgement]]:
+    """A page of rollouts with the wanted verdict. Verdicts are computed, not stored, so the
+    rows are read in the page's order and judged in batches, up to ``VERDICT_SCAN`` rollouts
+    per request; "Next page" continues after the last one looked at, so paging through a
+    large run stays bounded per request."""
+    matched: list[overview_query.OverviewRow] = []
+    judged: dict[str, verdicts.Judgement] = {}
+    after = query.after
+    scanned = 0
+    while True:
+        batch = await overview_query.read_page(
+            conn, replace(query, limit=VERDICT_BATCH, after=after)
+        )
+        keys = [(row.rollout_id, row.last_seq) for row in batch.rows]
+        found = await conn.run_sync(
+            partial(verdicts.judge_rollouts, judge=judge, rollouts=keys, cache=cache)
+        )
+        for row in batch.rows:
+            scanned += 1
+            judgement = found.get(row.rollout_id)
+            if judgement is not None and judgement.verdict == wanted:
+                matched.append(row)
+                judged[row.rollout_id] = judgement
+            if len(matched) == query.limit or scanned >= VERDICT_SCAN:
+                cursor = overview_query.encode_cursor(row.sort_key, row.rollout_id)
+                more = row is not batch.rows[-1] or batch.next_after is not None
+                return overview_query.OverviewPage(matched, cursor if more else None), judged
+        if batch.next_after is None:
+            return overview_query.OverviewPage(matched, None), judged
+        after = overview_query.decode_cursor(batch.next_after, query.sort)
+
+
+@router.get("/rollouts/{rollout_id}")
+async def rollout(request: Request, rollout_id: str) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    if not is_valid_rollout_id(rollout_id):
+        return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
+    judge = verdicts.health_rules()
+    cache = verdicts.JudgementCache.of(request.app.state)
+
+    def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
+        detail = rollout_query.read_rollout(conn, rollout_id)
+        if detail is None or judge is None:
+            return detail, None
+        found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
+        return detail, found.get(rollout_id)
+
+    detail, judgement = await get_ledger(request).store.read_sync(read)
+    if detail is None:
+        return problem(404, f"No rollout {rollout_id!r} in this ledger.")
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
+
+
+@router.get("/rollouts/{rollout_id}/calls/{call_index}/payload")
+async def call_payload(request: Request, rollout_id: str, call_index: str) -> Response:
+    if not signin.signed_in(request):
+        return (
+            signin.to_sign_in(request)
+            if "fragment" not in request.query_params
+            else (fragment(Html('<p class="error">Sign in again to load this.</p>'), 401))
+        )
+    if not is_valid_rollout_id(rollout_id):
+        return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
+    if not call_index.isdigit() or int(call_index) > MAX_CALL_INDEX:
+        return problem(400, "call index: expected a non-negative integer")
+    index = int(call_index)
+    found = await get_ledger(request).store.read_sync(
+        lambda conn: rollout_query.read_call_payload(conn, rollout_id, index)
+    )
+    if found is None:
+        return problem(404, f"Rollout {rollout_id!r} has no call {index}.")
+    if found.redacted:
+        body = Html('<p class="muted">The payload was redacted by compaction.</p>')
+    else:
+        body = html(
+            '<div class="payload"'
+            ' data-call="{i}"><h3>Request</h3>{req}<h3>Response</h3>{resp}</div>',
+            i=index,
+            req=json_html(found.request),
+            resp=json_html(found.response),
+        )
+    if "fragment" in request.query_params:
+        return fragment(body)
+    return page(
+        f"Call {index} of {rollout_id}",
+        html(
+            '<p><a href="{back}#call-{i}">← Rollout {id}</a></p><h1>Call {i} of {id}</h1>{body}',
+            back=rollout_url(rollout_id),
+            i=index,
+            id=rollout_id,
+            body=body,
+        ),
+    )
+
+
+@router.get("/events")
+async def events_page(request: Request) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    async with get_ledger(request).store.read() as conn:
+        newest, head = await events_query.newest_events(conn, SHOWN)
+    return page("Live events", events_body(newest, head), current="events")
+
+
+@router.get("/events/stream")
+async def events_stream(request: Request) -> Response:
+    if not signin.signed_in(request):
+        return Response("sign in first", status_code=401, media_type="text/plain")
+    after_text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not after_text.isdigit() or int(after_text) > MAX_SEQ:
+        return Response("after: expected a seq", status_code=400, media_type="text/plain")
+    store = get_ledger(request).store
+
+    async def stream() -> AsyncIterator[str]:
+        after = int(after_text)
+        started = last_sent = time.monotonic()
+        yield "retry: 1000\n\n"
+        while time.monotonic() - started < STREAM_LIFETIME_SECONDS:
+            if await request.is_disconnected():
+                return
+            async with store.read() as conn:
+                found = await events_query.events_after(conn, after, STREAM_BATCH)
+            for event in found:
+                after = event.seq
+                yield f"id: {event.seq}\ndata: {event_json(event)}\n\n"
+            now = time.monotonic()
+            if found:
+                last_sent = now
+                continue
+            if now - last_sent > KEEPALIVE_SECONDS:
+                last_sent = now
+                yield ": keepalive\n\n"
+            await asyncio.sleep(STREAM_POLL_SECONDS)  # poll: the log has no push channel
+
+    headers: dict[str, Any] = {**SECURITY_HEADERS, "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
