@@ -6,7 +6,7 @@ import click
 from fastapi import APIRouter
 
 from ledger.app.area import Area, ProjectionOptions
-from ledger.areas.captures import events, projection, tables
+from ledger.areas.captures import events, follow_tables, projection, tables
 from ledger.log.projector import Projector
 from ledger.mirror.base import MirrorArea
 
@@ -36,7 +36,12 @@ def _mirror_areas() -> list[MirrorArea]:
 AREA = Area(
     name="captures",
     event_types=events.EVENT_TYPES,
-    tables=(tables.capture_calls, tables.capture_state, tables.capture_pending),
+    tables=(
+        tables.capture_calls,
+        tables.capture_state,
+        tables.capture_pending,
+        follow_tables.capture_follow_files,
+    ),
     projectors=_projectors,
     mirror_areas=_mirror_areas,
     routers=_routers,
