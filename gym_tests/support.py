@@ -99,7 +99,14 @@ def drop_postgres_database(admin_url: str, name: str) -> None:
 class LedgerServer:
     """``ledger serve --upgrade`` from the project's environment, on a free loopback port."""
 
-    def __init__(self, *, data_dir: Path, database_url: str, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        database_url: str,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ):
         python = os.environ.get(PROJECT_PYTHON_ENV)
         if not python:
             raise RuntimeError(
@@ -110,6 +117,7 @@ class LedgerServer:
         self.database_url = database_url
         self.port = free_port()
         self.extra_env = env or {}
+        self.extra_args = args or []
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
@@ -142,6 +150,7 @@ class LedgerServer:
                     str(self.port),
                     "--log-level",
                     "warning",
+                    *self.extra_args,
                 ],
                 env=env,
                 stdout=log,
