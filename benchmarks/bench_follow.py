@@ -1,6 +1,6 @@
 """Follower lag: how long after a Gym writer's line lands on disk it is committed in the ledger.
 
-N writer threads append capture lines to their own ``<id>.capture.jsonl`` as Gym's CaptureStore
+N writer processes append capture lines to their own ``<id>.capture.jsonl`` as Gym's CaptureStore
 does (open in append mode, ``flock(LOCK_EX)``, write the line, ``fsync``). The writers run in
 this project's environment and write Gym's line format themselves (``serialize_capture_line``
 of a realistic exchange); Gym's own CaptureStore is exercised by the Gym leg's tests instead.
@@ -16,11 +16,12 @@ import argparse
 import asyncio
 import fcntl
 import json
+import multiprocessing
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
@@ -62,10 +63,11 @@ def _exchange(writer: int, n: int, written_at: float) -> dict[str, object]:
     }
 
 
-def _writer(
-    directory: Path, writer: int, lines: int, interval: float, sent: dict[str, float]
-) -> None:
+def _writer(directory: Path, writer: int, lines: int, interval: float, ready: Any) -> None:
+    """One writer process (a model server): its lines, then the time each became visible."""
+    ready.wait()  # every writer has started (spawn imports take seconds of CPU on 2 cores)
     path = directory / f"{writer}-0.capture.jsonl"
+    sent: dict[str, float] = {}
     for n in range(lines):
         started = time.time()
         data = (serialize_capture_line(_exchange(writer, n, started)) + "\n").encode()
@@ -73,10 +75,12 @@ def _writer(
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             handle.write(data)
             handle.flush()
+            # Readers take no lock: the line is visible from here on (fsync follows, as in Gym).
+            sent[f"w{writer}-{n}"] = time.time()
             os.fsync(handle.fileno())
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        sent[f"w{writer}-{n}"] = time.time()
         time.sleep(max(0.0, interval - (time.time() - started)))  # pace: the writer's call rate
+    (directory.parent / f"sent-{writer}.json").write_text(json.dumps(sent))
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -98,19 +102,25 @@ async def _measure(writers: int, lines: int, interval: float, *, polling: bool) 
         )
         await follower.start()
         await follower.caught_up.wait()
-        sent: dict[str, float] = {}
-        threads = [
-            threading.Thread(target=_writer, args=(directory, w, lines, interval, sent))
+        # Writer processes, as Gym's model servers are: they do not share this process's GIL.
+        context = multiprocessing.get_context("spawn")
+        ready = context.Barrier(writers + 1)
+        processes = [
+            context.Process(target=_writer, args=(directory, w, lines, interval, ready))
             for w in range(writers)
         ]
-        for thread in threads:
-            thread.start()
+        for process in processes:
+            process.start()
+        await asyncio.to_thread(ready.wait)
 
         def join_all() -> None:
-            for thread in threads:
-                thread.join()
+            for process in processes:
+                process.join()
 
         await asyncio.to_thread(join_all)
+        sent: dict[str, float] = {}
+        for w in range(writers):
+            sent.update(json.loads((root / f"sent-{w}.json").read_text()))
         deadline = time.monotonic() + 120
         total = writers * lines
         while time.monotonic() < deadline:

@@ -89,7 +89,7 @@ class FollowOptions:
     poll_interval: float = 0.25
     # With inotify, a full rescan this often anyway (cheap; covers anything a watch missed).
     rescan_interval: float = 10.0
-    concurrency: int = 16
+    concurrency: int = 32
 
 
 class CaptureDirFollower:
@@ -121,6 +121,10 @@ class CaptureDirFollower:
         self._catch_up_total = 0
         self._catch_up_done = 0
         self._catching_up = False
+        # Rollouts being looked at, and those to look at again when that ends (_schedule).
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._limit = asyncio.Semaphore(self.options.concurrency)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -133,6 +137,10 @@ class CaptureDirFollower:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for task in list(self._running.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None
@@ -178,7 +186,7 @@ class CaptureDirFollower:
                 last_scan = now
             else:
                 rollouts = self._rollouts_of(names)
-            await self._reconcile_all(rollouts, self.total)
+            self._schedule(rollouts, self.total)
             self._publish_metrics()
 
     # -- scanning ---------------------------------------------------------------------------
@@ -261,24 +269,43 @@ class CaptureDirFollower:
 
     # -- one rollout ------------------------------------------------------------------------
 
+    def _schedule(self, rollouts: set[str], stats: FollowStats) -> None:
+        """Look at each rollout as soon as a slot is free, without waiting for the others: a
+        rollout already being looked at is looked at once more when that ends (its new lines
+        may have landed after the read). No pass waits for its slowest rollout, and the
+        rollouts in flight together are committed by the writer as one group."""
+        for rollout_id in rollouts:
+            if rollout_id in self._running:
+                self._again.add(rollout_id)
+            else:
+                self._running[rollout_id] = asyncio.create_task(self._follow(rollout_id, stats))
+
+    async def _follow(self, rollout_id: str, stats: FollowStats) -> None:
+        try:
+            async with self._limit:
+                while True:
+                    try:
+                        await self._reconcile(rollout_id, stats)
+                    except Exception:
+                        # One rollout's trouble (a database hiccup) must not stop the others;
+                        # the next rescan looks at it again.
+                        log.exception(
+                            "capture dir %s: rollout %s failed; retrying later",
+                            self.key,
+                            rollout_id,
+                        )
+                        self._seen.pop(capture_name(rollout_id), None)
+                    if rollout_id not in self._again:
+                        return
+                    self._again.discard(rollout_id)
+        finally:
+            self._running.pop(rollout_id, None)
+
     async def _reconcile_all(self, rollouts: set[str], stats: FollowStats) -> None:
-        if not rollouts:
-            return
-        limit = asyncio.Semaphore(self.options.concurrency)
-
-        async def one(rollout_id: str) -> None:
-            async with limit:
-                try:
-                    await self._reconcile(rollout_id, stats)
-                except Exception:
-                    # One rollout's trouble (a database hiccup) must not stop the others; the
-                    # next rescan looks at it again.
-                    log.exception(
-                        "capture dir %s: rollout %s failed; retrying later", self.key, rollout_id
-                    )
-                    self._seen.pop(capture_name(rollout_id), None)
-
-        await asyncio.gather(*(one(rollout_id) for rollout_id in sorted(rollouts)))
+        """Schedule ``rollouts`` and wait until nothing is in flight any more."""
+        self._schedule(rollouts, stats)
+        while self._running:
+            await asyncio.gather(*list(self._running.values()))
 
     async def _reload(self, rollout_id: str) -> None:
         fresh = await self.store.read_sync(
