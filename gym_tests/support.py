@@ -9,6 +9,7 @@ import subprocess
 import sys
 import typing
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,11 @@ def drop_postgres_database(admin_url: str, name: str) -> None:
 
 
 def ledger_serve_process(
-    *, data_dir: Path, database_url: str, env: dict[str, str] | None = None
+    *,
+    data_dir: Path,
+    database_url: str,
+    env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> ServerProcess:
     """``ledger serve --upgrade`` run by the project's own interpreter (its .venv: the server
     stack is not installed beside Gym), on a free loopback port."""
@@ -101,6 +106,6 @@ def ledger_serve_process(
         data_dir=data_dir,
         database_url=database_url,
         env=env,
-        argv=("ledger", "serve", "--upgrade"),
+        argv=("ledger", "serve", "--upgrade", *args),
         python=python,
     )

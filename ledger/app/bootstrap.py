@@ -6,13 +6,14 @@ import logging
 import os
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
 from ledger.app.config import Settings
 from ledger.app.core_service import CoreService
 from ledger.app.metrics import LedgerMetrics
+from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
@@ -65,11 +66,21 @@ class Ledger:
     lineage: LineageService
     observations: ObservationService
     mirror: MirrorFollower | None = None
+    followers: list[CaptureDirFollower] = field(default_factory=list)
 
     async def close(self) -> None:
+        for follower in self.followers:
+            await follower.stop()
         if self.mirror is not None:
             await self.mirror.stop()
         await self.store.close()
+
+
+def follow_options(settings: Settings) -> FollowOptions:
+    return FollowOptions(
+        force_polling=settings.follow_force_polling,
+        poll_interval=settings.follow_poll_interval_s,
+    )
 
 
 def build_store(
@@ -106,6 +117,12 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
             areas=default_mirror_areas(),
         )
         await mirror.start()
+    followers = [
+        CaptureDirFollower(store, directory, options=follow_options(settings), metrics=metrics)
+        for directory in settings.follow_capture_dirs
+    ]
+    for follower in followers:
+        await follower.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
@@ -116,4 +133,5 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
         observations=ObservationService(store),
         mirror=mirror,
+        followers=followers,
     )

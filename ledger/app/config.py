@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     )
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
 
+    # Gym capture directories `ledger serve` follows live (docs/operations.md, "Following").
+    follow_capture_dirs: list[Path] = Field(default_factory=list)
+    follow_force_polling: bool = Field(
+        default=False, description="poll followed dirs even where inotify works (NFS)"
+    )
+    follow_poll_interval_s: float = Field(default=0.25, gt=0, le=60)
+
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:
         # An empty token in the environment means "unset", never "accept an empty bearer".

@@ -52,6 +52,32 @@ class LedgerMetrics:
             registry=self.registry,
         )
 
+        # The capture-directory followers (ledger serve --follow-capture-dir), per directory.
+        self.follow_files = Gauge(
+            "ledger_capture_follow_files",
+            "Capture files and markers in a followed directory",
+            ["directory"],
+            registry=self.registry,
+        )
+        self.follow_lag_bytes = Gauge(
+            "ledger_capture_follow_lag_bytes",
+            "Bytes of a followed directory's capture files not yet ingested",
+            ["directory"],
+            registry=self.registry,
+        )
+        self.follow_lag_seconds = Gauge(
+            "ledger_capture_follow_lag_seconds",
+            "Age of the oldest change in a followed directory not yet ingested",
+            ["directory"],
+            registry=self.registry,
+        )
+        self.follow_lines = Counter(
+            "ledger_capture_follow_lines",
+            "Capture lines ingested by a directory follower",
+            ["directory"],
+            registry=self.registry,
+        )
+
     def observe_batch(self, size: int, commit_seconds: float, events: int) -> None:
         self.batch_size.observe(size)
         self.commit_seconds.observe(commit_seconds)

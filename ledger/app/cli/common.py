@@ -27,7 +27,7 @@ def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
     try:
         return asyncio.run(runner())
     except LedgerError as exc:
-        err.print(f"[red]error:[/red] {exc.message}")
+        err.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)  # one copyable line
         raise SystemExit(1) from exc
 
 

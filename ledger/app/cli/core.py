@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -39,6 +40,20 @@ from ledger.log.queries import read_events
     show_default=True,
     help="Server processes on the port, each with its own writer (docs/operations.md)",
 )
+@click.option(
+    "--follow-capture-dir",
+    "follow_capture_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Follow a live Gym capture dir (repeatable) [LEDGER_FOLLOW_CAPTURE_DIRS, JSON list]",
+)
+@click.option(
+    "--follow-poll",
+    "follow_force_polling",
+    is_flag=True,
+    default=None,
+    help="Poll followed dirs instead of inotify (network filesystems)",
+)
 @database_options
 @upstream_options
 @click.pass_context
@@ -50,6 +65,8 @@ def serve(
     log_level: str,
     upgrade: bool,
     workers: int,
+    follow_capture_dirs: tuple[Path, ...],
+    follow_force_polling: bool | None,
 ) -> None:
     """Run the HTTP service (the database must be at the head revision)."""
     import uvicorn
@@ -61,7 +78,17 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = settings_from(ctx, host=host, port=port, insecure=insecure)
+    settings = settings_from(
+        ctx,
+        host=host,
+        port=port,
+        insecure=insecure,
+        follow_capture_dirs=list(follow_capture_dirs) or None,
+        follow_force_polling=follow_force_polling,
+    )
+    if settings.follow_capture_dirs and workers > 1:
+        # One follower per directory: N workers would each tail it (safe, but N times the I/O).
+        raise click.UsageError("--follow-capture-dir needs --workers 1")
     try:
         settings.check_bind_is_safe()
     except LedgerError as exc:

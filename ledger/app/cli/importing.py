@@ -82,6 +82,60 @@ def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
     return report
 
 
+def follow_captures(settings: Settings, directory: Path) -> None:
+    """Catch up with ``directory`` (a progress bar, then a summary), then follow it until
+    interrupted (Ctrl-C or SIGTERM)."""
+    import asyncio
+    import signal
+
+    from ledger.app.bootstrap import build_store, follow_options
+    from ledger.areas.captures.follower import CaptureDirFollower
+
+    async def run() -> None:
+        store = build_store(settings)
+        await store.open()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            with Progress(
+                TextColumn("catching up"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("catch-up", total=None)
+
+                def advance(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                follower = CaptureDirFollower(
+                    store, directory, options=follow_options(settings), progress=advance
+                )
+                await follower.start()
+                caught_up = asyncio.create_task(follower.caught_up.wait())
+                stopped = asyncio.create_task(stop.wait())
+                ended = asyncio.create_task(follower.wait())
+                await asyncio.wait({caught_up, stopped, ended}, return_when="FIRST_COMPLETED")
+            if follower.caught_up.is_set():
+                click.echo(f"captures: caught up: {follower.catch_up.summary()}")
+                click.echo(f"captures: following {follower.key} ({follower.mode}); Ctrl-C stops")
+                await asyncio.wait({stopped, ended}, return_when="FIRST_COMPLETED")
+            if ended.done():
+                ended.result()  # the follower's own error, shown as the command's
+            await follower.stop()
+            for pending in (caught_up, stopped, ended):
+                pending.cancel()
+            click.echo(f"captures: stopped; since catch-up: {follower.total.summary()}")
+        finally:
+            await store.close()
+
+    run_async(run)
+
+
 @click.command("import")
 @click.option(
     "--capture-dir",
@@ -93,14 +147,36 @@ def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     help="A Gym token-capture dir (<id>.lineage.jsonl, <id>.lineage.retired)",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep following --capture-dir as Gym writes it (checkpointed; Ctrl-C stops)",
+)
+@click.option(
+    "--poll",
+    "force_polling",
+    is_flag=True,
+    default=None,
+    help="With --follow: poll, not inotify (network filesystems) [LEDGER_FOLLOW_FORCE_POLLING]",
+)
 @database_options
 @click.pass_context
-def import_command(ctx: click.Context, capture_dir: Path | None, lineage_dir: Path | None) -> None:
+def import_command(
+    ctx: click.Context,
+    capture_dir: Path | None,
+    lineage_dir: Path | None,
+    follow: bool,
+    force_polling: bool | None,
+) -> None:
     """Import Gym capture files and/or lineage ledgers; re-running adds nothing."""
     if capture_dir is None and lineage_dir is None:
         raise click.UsageError("give --capture-dir and/or --lineage-dir")
-    settings = settings_from(ctx)
-    if capture_dir is not None:
+    if follow and (capture_dir is None or lineage_dir is not None):
+        raise click.UsageError("--follow follows one --capture-dir (and no --lineage-dir)")
+    settings = settings_from(ctx, follow_force_polling=force_polling)
+    if capture_dir is not None and follow:
+        follow_captures(settings, capture_dir)
+    elif capture_dir is not None:
         import_captures(settings, capture_dir)
     if lineage_dir is not None:
         import_lineage(settings, lineage_dir)

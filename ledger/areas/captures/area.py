@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ledger.app.area import Area, ProjectionOptions
-from ledger.areas.captures import events, projection, tables
+from ledger.areas.captures import events, follow_tables, projection, tables
 from ledger.log.projector import Projector
 
 
@@ -14,7 +14,12 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
 AREA = Area(
     name="captures",
     event_types=events.EVENT_TYPES,
-    tables=(tables.capture_calls, tables.capture_state, tables.capture_pending),
+    tables=(
+        tables.capture_calls,
+        tables.capture_state,
+        tables.capture_pending,
+        follow_tables.capture_follow_files,
+    ),
     projectors=_projectors,
     mirror_module="ledger.areas.captures.mirror",
     route_modules=("ledger.areas.captures.routes",),

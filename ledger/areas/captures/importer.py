@@ -58,13 +58,13 @@ class CaptureImportSummary:
 
 
 @dataclass(frozen=True)
-class _Line:
+class CaptureLine:
     position: int
     raw: bytes
 
 
 @dataclass
-class _ChunkOutcome:
+class LineOutcome:
     captured: int = 0
     damaged: int = 0
     already_present: int = 0
@@ -84,10 +84,19 @@ def _stored_model_call_id(exchange: dict[str, Any]) -> str | None:
     return None
 
 
-def _import_line(
-    tx: WriteTransaction, rollout_id: str, line: _Line, outcome: _ChunkOutcome
+def import_line(
+    tx: WriteTransaction,
+    rollout_id: str,
+    line: CaptureLine,
+    outcome: LineOutcome,
+    *,
+    key: str | None = None,
 ) -> None:
-    key = _line_key(rollout_id, line.position, line.raw)
+    """One capture line as an event (captured, or damaged evidence), or nothing when the same
+    exchange is already stored. ``key`` defaults to this importer's key; the live follower
+    passes its own (derived from the file's checkpoint and the line's byte offset)."""
+    if key is None:
+        key = _line_key(rollout_id, line.position, line.raw)
     if tx.find_by_idempotency_key(key) is not None:
         outcome.already_present += 1
         return
@@ -133,12 +142,12 @@ def _import_line(
 
 
 def _chunk_command(
-    rollout_id: str, lines: list[_Line]
-) -> Callable[[WriteTransaction], _ChunkOutcome]:
-    def command(tx: WriteTransaction) -> _ChunkOutcome:
-        outcome = _ChunkOutcome()
+    rollout_id: str, lines: list[CaptureLine]
+) -> Callable[[WriteTransaction], LineOutcome]:
+    def command(tx: WriteTransaction) -> LineOutcome:
+        outcome = LineOutcome()
         for line in lines:
-            _import_line(tx, rollout_id, line, outcome)
+            import_line(tx, rollout_id, line, outcome)
         return outcome
 
     return command
@@ -165,9 +174,9 @@ def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
     return command
 
 
-def _chunks(path: Path, progress: Progress | None) -> Iterator[list[_Line]]:
+def _chunks(path: Path, progress: Progress | None) -> Iterator[list[CaptureLine]]:
     """Non-blank lines with their tolerant-read positions, a bounded chunk at a time."""
-    chunk: list[_Line] = []
+    chunk: list[CaptureLine] = []
     size = 0
     position = 0
     with path.open("rb") as handle:
@@ -177,7 +186,7 @@ def _chunks(path: Path, progress: Progress | None) -> Iterator[list[_Line]]:
             line = raw[:-1] if raw.endswith(b"\n") else raw
             if not line.strip():
                 continue
-            chunk.append(_Line(position, line))
+            chunk.append(CaptureLine(position, line))
             position += 1
             size += len(line)
             if len(chunk) >= CHUNK_LINES or size >= CHUNK_BYTES:
