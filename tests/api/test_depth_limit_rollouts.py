@@ -52,8 +52,9 @@ def capture_at(limit: int, model_call_id: str) -> dict[str, Any]:
 
 def observations_at(limit: int) -> dict[str, Any]:
     bundle = copy.deepcopy(EXAMPLE_OBSERVATIONS)
-    # records -> [0] -> conversation -> [1] -> output: the bundle root is level 1.
-    bundle["records"][0]["conversation"][1]["output"] = nested(limit - 5)
+    # records -> [0] -> conversation -> [1] -> a key Gym's item model does not name (kept as
+    # given, like Gym's models keep it): the bundle root is level 1.
+    bundle["records"][0]["conversation"][1]["detail"] = nested(limit - 5)
     assert depth_of(bundle) == limit
     return bundle
 

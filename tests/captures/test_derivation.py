@@ -29,7 +29,7 @@ EXCHANGES: list[dict[str, Any]] = [
     messages_exchange(model_call_id="messages"),
     failed_exchange(model_call_id="failed"),
     {**chat_exchange(model_call_id="damaged"), "status_code": "not a number"},
-    {**chat_exchange(model_call_id="tiny"), "latency_ms": 1e-7, "started_at": 1e16},
+    {**chat_exchange(model_call_id="tiny"), "latency_ms": 1e-7, "started_at": 1e15},
 ]
 
 

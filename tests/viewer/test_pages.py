@@ -154,7 +154,7 @@ async def guarded(tmp_path: Path, database_url: str) -> AsyncIterator[httpx.Asyn
     application: FastAPI = create_app(settings)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ledger.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield http
 
 
