@@ -89,7 +89,8 @@ def gym_perf(export: Path, keep: set[str] | None = None) -> dict[str, Any] | Non
         if keep is None or ledger_id(line) in keep
     ]
     documents = [row["ng_perf"] for row in rows if isinstance(row.get("ng_perf"), dict)]
-    return compute_perf_summary(documents, total_rollouts=len(rows))
+    summary: dict[str, Any] | None = compute_perf_summary(documents, total_rollouts=len(rows))
+    return summary
 
 
 def ledger_perf(server: LedgerServer, *args: str) -> Any:
