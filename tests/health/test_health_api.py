@@ -170,3 +170,12 @@ async def test_bad_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
         assert answer.status_code == status, (path, params, answer.text)
         assert words in answer.text
         assert len(answer.text) < 2000
+
+
+async def test_globs_are_case_sensitive_on_both_backends(client: httpx.AsyncClient) -> None:
+    for rollout_id in ("Abc-1", "abc-2", "abd-3", "ab"):
+        body = {"task_id": "t", "_ng_task_index": 1, "_ng_rollout_index": 0}
+        assert (await client.post(f"/v1/rollouts/{rollout_id}/result", json=body)).status_code
+    for glob, matched in (("a*", 3), ("abc-*", 1), ("A*", 1), ("ab?-*", 2), ("ab", 1)):
+        answer = (await client.get("/v1/health", params={"ids": glob})).json()
+        assert answer["selection"]["matched"] == matched, glob

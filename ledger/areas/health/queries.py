@@ -11,7 +11,7 @@ from sqlalchemy import Select, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.areas.health.selection import Selection, glob_to_like
+from ledger.areas.health.selection import Selection, glob_to_like, literal_prefix
 from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.tables import observation_records
 from ledger.log.tables import rollouts
@@ -29,16 +29,21 @@ PERF_COLUMNS = (
 )
 
 
-def _selected(query: Select[Any], selection: Selection) -> Select[Any]:
+def _selected(query: Select[Any], selection: Selection, conn: AsyncConnection) -> Select[Any]:
     query = query.select_from(
         observation_records.join(
             rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
         )
     )
     if selection.ids is not None:
-        query = query.where(
-            observation_records.c.rollout_id.like(glob_to_like(selection.ids), escape="\\")
-        )
+        column = observation_records.c.rollout_id
+        query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
+        prefix = literal_prefix(selection.ids)
+        if prefix and conn.dialect.name == "sqlite":
+            # SQLite's LIKE scans (it is case-insensitive); the prefix's key range seeks the
+            # primary key (binary collation). Rollout ids are ASCII: prefix + DEL bounds them.
+            # Not on PostgreSQL, whose collation need not order ids byte by byte.
+            query = query.where(column >= prefix).where(column < prefix + "\x7f")
     if selection.since is not None:
         query = query.where(rollouts.c.updated_at >= selection.since)
     if selection.until is not None:
@@ -56,9 +61,9 @@ async def snapshot(conn: AsyncConnection) -> None:
 
 
 async def selected_ids(conn: AsyncConnection, selection: Selection) -> list[str]:
-    query = _selected(select(observation_records.c.rollout_id), selection)
+    query = _selected(select(observation_records.c.rollout_id), selection, conn)
     rows = await conn.execute(query.order_by(observation_records.c.last_seq))
-    return [row.rollout_id for row in rows]
+    return [row.rollout_id for row in rows if selection.matches(row.rollout_id)]
 
 
 @dataclass(frozen=True)
@@ -83,11 +88,14 @@ async def selected_records(
                 observation_records.c.assembled,
             ),
             selection,
+            conn,
         ).where(observation_records.c.last_seq > after)
         rows = (
             await conn.execute(query.order_by(observation_records.c.last_seq).limit(page_size))
         ).all()
         for row in rows:
+            if not selection.matches(row.rollout_id):
+                continue
             text = str(row.record)
             if row.assembled:  # a template: its calls' pieces are filled in on read
                 text = await read_record_text(conn, row.rollout_id) or text
@@ -101,9 +109,9 @@ async def selected_perf_rows(conn: AsyncConnection, selection: Selection) -> lis
     """Per selected rollout: its id and the ``ng_perf`` figures its record carries
     (``num_turns`` is NULL exactly when the record has no ``ng_perf``)."""
     columns = [observation_records.c[name] for name in PERF_COLUMNS]
-    query = _selected(select(observation_records.c.rollout_id, *columns), selection)
+    query = _selected(select(observation_records.c.rollout_id, *columns), selection, conn)
     rows = await conn.execute(query.order_by(observation_records.c.last_seq))
-    return [dict(row._mapping) for row in rows]
+    return [dict(row._mapping) for row in rows if selection.matches(row.rollout_id)]
 
 
 async def read_one(conn: AsyncConnection, rollout_id: str) -> StoredRecord | None:

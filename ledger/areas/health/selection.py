@@ -3,6 +3,7 @@ event, a task; and of several attempts (``<id>-a<n>``) of one (task, rollout), t
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,12 @@ def glob_to_like(glob: str) -> str:
     return escaped.replace("*", "%").replace("?", "_")
 
 
+def literal_prefix(glob: str) -> str:
+    """The characters before the glob's first wildcard: a key range the index can seek."""
+    cut = min((i for i, ch in enumerate(glob) if ch in "*?"), default=len(glob))
+    return glob[:cut]
+
+
 def _utc(moment: datetime | None, name: str) -> datetime | None:
     if moment is None:
         return None
@@ -56,6 +63,10 @@ class Selection:
             raise BadRequest(f"since ({self.since}) must be before until ({self.until})")
         if self.attempts not in ("latest", "all"):
             raise BadRequest(f"attempts: 'latest' or 'all'; got {self.attempts!r}")
+
+    def matches(self, rollout_id: str) -> bool:
+        """The glob, case-sensitive (SQLite's LIKE, which preselects, ignores case)."""
+        return self.ids is None or fnmatch.fnmatchcase(rollout_id, self.ids)
 
     def describe(self) -> dict[str, object]:
         return {
