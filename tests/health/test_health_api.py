@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import httpx
 
+from ledger.gym.health.facts import record_facts
 from ledger.gym.health.summary import summary_bytes, verdict_lines
 from ledger.gym.perf_summary import perf_summary
 from tests.health.support import expected_report, exported, write_run
@@ -179,3 +180,15 @@ async def test_globs_are_case_sensitive_on_both_backends(client: httpx.AsyncClie
     for glob, matched in (("a*", 3), ("abc-*", 1), ("A*", 1), ("ab?-*", 2), ("ab", 1)):
         answer = (await client.get("/v1/health", params={"ids": glob})).json()
         assert answer["selection"]["matched"] == matched, glob
+
+
+async def test_stored_trajectories_are_canonical(client: httpx.AsyncClient) -> None:
+    """The service skips re-validating a stored ng_trajectory: it is a TrajectoryRecord dump
+    already, so validating and dumping it gives it back unchanged."""
+    await write_run(client, generate_run(RUN, seed=8))
+    lines = await exported(client)
+    for ordinal, line in enumerate(lines):
+        record = json.loads(line)
+        checked = record_facts(record, ordinal)
+        assert checked.trajectory_error is None
+        assert record_facts(record, ordinal, canonical_trajectory=True) == checked

@@ -87,7 +87,9 @@ class HealthService:
             stored = await queries.read_one(conn, rollout_id)
         if stored is None:
             raise NotFound(f"rollout {rollout_id!r} has no record to check")
-        digest = evaluate(record_facts(json.loads(stored.text), 0), ignore)
+        digest = evaluate(
+            record_facts(json.loads(stored.text), 0, canonical_trajectory=True), ignore
+        )
         return {
             "rollout_id": rollout_id,
             "last_seq": stored.last_seq,
@@ -109,7 +111,12 @@ class HealthService:
             async for stored in queries.selected_records(conn, selection):
                 if stored.rollout_id not in excluded:
                     facts.append(
-                        evaluate(record_facts(json.loads(stored.text), len(facts)), ignore)
+                        evaluate(
+                            record_facts(
+                                json.loads(stored.text), len(facts), canonical_trajectory=True
+                            ),
+                            ignore,
+                        )
                     )
         digests = mark_duplicates(facts, ignore)
         return SelectionReport(

@@ -201,13 +201,20 @@ def unreadable_facts(
     )
 
 
-def record_facts(record: dict[str, Any], ordinal: int) -> RecordFacts:
+def record_facts(
+    record: dict[str, Any], ordinal: int, *, canonical_trajectory: bool = False
+) -> RecordFacts:
+    """``canonical_trajectory``: the record's ``ng_trajectory`` is already a TrajectoryRecord
+    dump (the ledger's stored records: the projection writes nothing else), so validating and
+    dumping it again would give it back unchanged; skip that (most of a check's cost)."""
     task_index = record.get("_ng_task_index", ordinal)
     rollout_index = record.get("_ng_rollout_index", 0)
     raw_trajectory = record.get("ng_trajectory")
     trajectory: dict[str, Any] | None = None
     trajectory_error: str | None = None
-    if raw_trajectory is not None:
+    if raw_trajectory is not None and canonical_trajectory and isinstance(raw_trajectory, dict):
+        trajectory = raw_trajectory
+    elif raw_trajectory is not None:
         try:
             trajectory = TrajectoryRecord.model_validate(raw_trajectory).model_dump(mode="json")
         except Exception as exc:  # Gym records the class name; so do we
