@@ -13,6 +13,7 @@ from sqlalchemy import MetaData
 from ledger.app.area import Area, ProjectionOptions
 from ledger.app.core_area import CORE
 from ledger.areas.captures.area import AREA as CAPTURES
+from ledger.areas.health.area import AREA as HEALTH
 from ledger.areas.lineage.area import AREA as LINEAGE
 from ledger.areas.observations.area import AREA as OBSERVATIONS
 from ledger.areas.proxy.area import AREA as PROXY
@@ -24,7 +25,7 @@ from ledger.mirror.base import MirrorArea
 
 
 def areas() -> list[Area]:
-    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, PROXY, VIEWER]
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, HEALTH, PROXY, VIEWER]
 
 
 def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:

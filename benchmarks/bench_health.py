@@ -1,0 +1,239 @@
+"""Gym's rollout health checks over N stored rollouts: the ledger's quality summary (all of
+them, and a ~1,000-rollout id-glob selection) and one rollout's health, against Gym 0.7.0's own
+``run_health_checks`` over the exported JSONL of the same rollouts, in the same run.
+
+The run is generated (tests/support/health_run.py: every check the records can express) and
+appended through the store's own path in big commands. Gym runs in its environment
+(``.gym-venv``, built by scripts/gym-env) with its default worker count; the two answers are
+also compared byte for byte.
+
+Usage: scripts/bench health [--quick] [--rollouts=N] [--reads=N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fnmatch
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.areas.health.selection import Selection
+from ledger.areas.health.service import HealthService
+from ledger.areas.observations.events import (
+    OBSERVATIONS_RECORDED,
+    RESULT_RECORDED,
+    ObservationsRecorded,
+)
+from ledger.gym.capture_lines import CaptureExchange
+from ledger.gym.observations import AgentObservationBundle
+from ledger.gym.result import RolloutResult
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+from tests.support.health_run import PlannedRollout, generate_run
+
+DESCRIPTION = "quality summary of N rollouts (and a 1,000 selection) vs Gym's run_health_checks"
+GYM_PYTHON = Path(".gym-venv/bin/python")
+GYM_SCRIPT = """
+import sys, time
+from pathlib import Path
+from nemo_gym.rollout_health import run_health_checks
+started = time.perf_counter()
+run_health_checks(Path(sys.argv[1]), output_dir=Path(sys.argv[2]))
+print(time.perf_counter() - started)
+"""
+
+
+def _append_posts(tx: WriteTransaction, planned: PlannedRollout) -> int:
+    for path, body in planned.posts:
+        what = path.rsplit("/", 1)[1]
+        if what == "model-calls":
+            model = CaptureExchange.model_validate(body)
+            exchange = {key: body.get(key) for key in model.to_line()}
+            exchange["model_call_id"] = exchange.get("model_call_id") or uuid.uuid4().hex
+            captured = ModelCallCaptured(model_call_id=exchange["model_call_id"], exchange=exchange)
+            tx.append(MODEL_CALL_CAPTURED, captured, rollout_id=planned.rollout_id)
+        elif what == "observations":
+            bundle = AgentObservationBundle.model_validate(body)
+            tx.append(
+                OBSERVATIONS_RECORDED,
+                ObservationsRecorded(bundle=bundle),
+                rollout_id=planned.rollout_id,
+            )
+        else:
+            tx.append(
+                RESULT_RECORDED, RolloutResult.model_validate(body), rollout_id=planned.rollout_id
+            )
+    return len(planned.posts)
+
+
+async def seed(url: str, planned: list[PlannedRollout], batch: int = 100) -> float:
+    store = LedgerStore(url, default_catalogue(), default_projectors())
+    await store.open()
+    started = time.perf_counter()
+    appended = 0
+    try:
+        for first in range(0, len(planned), batch):
+            chunk = planned[first : first + batch]
+
+            def command(tx: WriteTransaction, chunk: list[PlannedRollout] = chunk) -> int:
+                return sum(_append_posts(tx, p) for p in chunk)
+
+            appended += await store.execute(command)
+            if first and first % 20_000 < batch:
+                print(f"  seeded {first:,} rollouts", flush=True)
+    finally:
+        await store.close()
+    return appended / (time.perf_counter() - started)
+
+
+def export(url: str, target: Path) -> None:
+    env = {**os.environ, "LEDGER_DATABASE_URL": url, "LEDGER_DATA_DIR": str(target.parent)}
+    subprocess.run(
+        [".venv/bin/python", "-m", "ledger", "export", "--output", str(target)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+def gym_seconds(source: Path, out: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(
+        [str(GYM_PYTHON), "-c", GYM_SCRIPT, str(source), str(out)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def choose_glob(planned: list[PlannedRollout], wanted: int = 1_000) -> tuple[str, set[str]]:
+    """The id glob whose selection is closest to ``wanted`` rollouts."""
+    ids = [p.rollout_id for p in planned]
+    candidates = [
+        f"{prefix}{'?' * width}-*"
+        for prefix in (*map(str, range(1, 10)), *map(str, range(10, 100)))
+        for width in range(0, 5)
+    ]
+    best = min(candidates, key=lambda g: abs(sum(fnmatch.fnmatchcase(i, g) for i in ids) - wanted))
+    return best, {i for i in ids if fnmatch.fnmatchcase(i, best)}
+
+
+def ledger_id(line: bytes) -> str:
+    record = json.loads(line)
+    capture = record.get("ng_model_call_capture")
+    if isinstance(capture, dict):
+        return str(capture["rollout_id"])
+    trajectory = record.get("ng_trajectory") or {}
+    return str(trajectory.get("rollout_id") or record.get("_ng_rollout_id"))
+
+
+async def measure(
+    url: str, scratch: Path, glob: str, reads: int, probe: list[str]
+) -> dict[str, Any]:
+    store = LedgerStore(url, default_catalogue(), [])
+
+    @asynccontextmanager
+    async def read() -> AsyncIterator[AsyncConnection]:
+        async with store.read() as conn:
+            yield conn
+
+    service = HealthService(read)
+    try:
+        started = time.perf_counter()
+        every = await service.report(Selection(attempts="all"))
+        all_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        chosen = await service.report(Selection(ids=glob, attempts="all"))
+        chosen_seconds = time.perf_counter() - started
+        samples = []
+        for rollout_id in (probe * (reads // max(1, len(probe)) + 1))[:reads]:
+            started = time.perf_counter()
+            await service.rollout(rollout_id)
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        await store.read_engine.dispose()
+    for name, report in (("ledger-all", every), ("ledger-glob", chosen)):
+        (scratch / name).mkdir()
+        (scratch / name / "quality_summary.json").write_bytes(report.summary_bytes())
+        (scratch / name / "rollout_verdicts.jsonl").write_bytes(b"".join(report.verdict_lines()))
+    return {
+        "all": all_seconds,
+        "glob": chosen_seconds,
+        "glob_records": chosen.counts.matched,
+        "one_p50": statistics.median(samples),
+        "one_p99": sorted(samples)[int(0.99 * (len(samples) - 1))],
+    }
+
+
+def same_files(a: Path, b: Path) -> bool:
+    return all(
+        (a / name).read_bytes() == (b / name).read_bytes()
+        for name in ("quality_summary.json", "rollout_verdicts.jsonl")
+    )
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench health", description=DESCRIPTION)
+    parser.add_argument("--quick", action="store_true", help="5,000 rollouts, 100 reads")
+    parser.add_argument("--rollouts", type=int, default=100_000)
+    parser.add_argument("--reads", type=int, default=1_000)
+    args = parser.parse_args(argv)
+    rollouts, reads = (5_000, 100) if args.quick else (args.rollouts, args.reads)
+    if not GYM_PYTHON.exists():
+        raise SystemExit("bench health needs Gym's environment: run scripts/gym-env .gym-venv")
+
+    with tempfile.TemporaryDirectory(prefix="bench-health-") as name:
+        scratch = Path(name)
+        url = f"sqlite+aiosqlite:///{scratch / 'ledger.db'}"
+        asyncio.run(migrate.upgrade(url))
+        planned = generate_run(rollouts, seed=12)
+        print(f"seeding {len(planned):,} rollouts ...", flush=True)
+        rate = asyncio.run(seed(url, planned))
+        print(f"seed: {rate:,.0f} appends/s")
+        glob, chosen = choose_glob(planned)
+        export(url, scratch / "rollouts.jsonl")
+        with (
+            (scratch / "rollouts.jsonl").open("rb") as lines,
+            (scratch / "chosen.jsonl").open("wb") as kept,
+        ):
+            for line in lines:
+                if ledger_id(line) in chosen:
+                    kept.write(line)
+        probe = [p.rollout_id for p in planned[:: max(1, len(planned) // 200)]]
+        ours = asyncio.run(measure(url, scratch, glob, reads, probe))
+        gym_all = gym_seconds(scratch / "rollouts.jsonl", scratch / "gym-all")
+        gym_glob = gym_seconds(scratch / "chosen.jsonl", scratch / "gym-glob")
+        records = len(planned)
+        print(
+            f"quality summary, all {records:,} rollouts: ledger {ours['all']:.2f} s, "
+            f"Gym run_health_checks over the export {gym_all:.2f} s "
+            f"({gym_all / ours['all']:.1f}x; target >= 20x); same files: "
+            f"{same_files(scratch / 'ledger-all', scratch / 'gym-all')}"
+        )
+        print(
+            f"quality summary, selection {glob!r} ({ours['glob_records']:,} rollouts): ledger "
+            f"{ours['glob'] * 1000:.0f} ms, Gym {gym_glob * 1000:.0f} ms "
+            f"({gym_glob / ours['glob']:.1f}x); same files: "
+            f"{same_files(scratch / 'ledger-glob', scratch / 'gym-glob')}"
+        )
+        print(
+            f"one rollout's health: p50 {ours['one_p50']:.2f} ms, p99 {ours['one_p99']:.2f} ms "
+            f"({reads} reads; target p50 <= 5 ms)"
+        )

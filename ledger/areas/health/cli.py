@@ -1,0 +1,216 @@
+"""Commands of the health area: ``ledger health`` and ``ledger perf-summary``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.areas.health.selection import Selection
+from ledger.areas.health.service import HealthService, SelectionReport
+from ledger.gym.health.catalogue import ALL_CHECKS
+from ledger.gym.health.summary import QUALITY_SUMMARY_FILENAME, ROLLOUT_VERDICTS_FILENAME
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import BadRequest
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console()
+
+
+def selection_options(command: F) -> F:
+    """The selection, the same on both commands: an id glob, a window, a task, attempts."""
+    for option in reversed(
+        [
+            click.argument("ids", required=False),
+            click.option(
+                "--since",
+                type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
+                help="Rollouts whose last event is at or after this time (with its zone)",
+            ),
+            click.option(
+                "--until",
+                type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]),
+                help="... and before this time",
+            ),
+            click.option("--task", "task_id", help="Only this task id"),
+            click.option(
+                "--attempts",
+                type=click.Choice(["latest", "all"]),
+                default="latest",
+                show_default=True,
+                help="'latest': one attempt (<id>-a<n>) per (task, rollout); 'all': every one",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _selection(
+    ids: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    task_id: str | None,
+    attempts: str,
+) -> Selection:
+    try:
+        return Selection(ids=ids, since=since, until=until, task_id=task_id, attempts=attempts)  # type: ignore[arg-type]
+    except BadRequest as exc:
+        raise click.UsageError(exc.message) from None
+
+
+def _with_service(ctx: click.Context, use: Callable[[HealthService], Awaitable[T]]) -> T:
+    settings = settings_from(ctx)
+
+    async def run() -> T:
+        engine = create_async_db_engine(settings.resolved_database_url, read_only=True, pool_size=1)
+
+        @asynccontextmanager
+        async def read() -> AsyncIterator[AsyncConnection]:
+            async with engine.connect() as conn, conn.begin():
+                yield conn
+
+        try:
+            return await use(HealthService(read))
+        finally:
+            await engine.dispose()
+
+    return run_async(run)
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as handle:
+        handle.write(content)
+        handle.flush()
+        os.fsync(handle.fileno())
+    partial.replace(path)
+
+
+def write_reports(report: SelectionReport, output_dir: Path) -> tuple[Path, Path]:
+    """Gym's two files, in ``output_dir`` (created with its parents)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    summary_path = output_dir / QUALITY_SUMMARY_FILENAME
+    verdicts_path = output_dir / ROLLOUT_VERDICTS_FILENAME
+    _write_atomically(summary_path, report.summary_bytes())
+    _write_atomically(verdicts_path, b"".join(report.verdict_lines()))
+    return summary_path, verdicts_path
+
+
+def render(report: SelectionReport, console: Console) -> None:
+    run = report.report.summary["run"]
+    counts = report.counts
+    verdicts = run["verdicts"]
+    console.print(
+        f"Rollout health: {run['artifacts']['records']} checked, {verdicts['healthy']} healthy, "
+        f"{verdicts['unhealthy']} unhealthy, {verdicts['unobserved']} unobserved"
+        + (f" (ignored: {', '.join(run['ignored_checks'])})" if run["ignored_checks"] else "")
+    )
+    console.print(
+        f"Selection: {counts.matched} matched, {counts.superseded_attempts} superseded "
+        f"attempts left out, {counts.counted} counted"
+    )
+    table = Table(title="Checks")
+    for column in ("check", "evaluated", "unobserved", "ignored", "issues"):
+        table.add_column(column, justify="left" if column == "check" else "right")
+    coverage = run["artifacts"]["coverage"]
+    for check in ALL_CHECKS:
+        figures = coverage[check]
+        issues = run["issues"][check]
+        table.add_row(
+            check,
+            str(figures["evaluated"]),
+            str(figures["unobserved"]),
+            str(figures["ignored"]),
+            f"[red]{issues}[/red]" if issues else "0",
+        )
+    console.print(table)
+    errors = run["stats"]["model_call_errors"]
+    tokens = run["stats"]["tokens"]
+    console.print(
+        f"Model call errors: {errors['total']} in {errors['rollouts_affected']} rollouts "
+        f"({errors['ended_on_error']} ended on one); by status: {errors['by_status'] or '-'}"
+    )
+    console.print(
+        f"Tokens: transcript {tokens['prompt']}/{tokens['completion']}, "
+        f"captured {tokens['capture_prompt']}/{tokens['capture_completion']} (prompt/completion)"
+    )
+
+
+@click.command()
+@selection_options
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write Gym's quality_summary.json and rollout_verdicts.jsonl here",
+)
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    help="A check id to skip (repeat, or comma-separate)",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the quality summary as JSON")
+@database_options
+@click.pass_context
+def health(
+    ctx: click.Context,
+    ids: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    task_id: str | None,
+    attempts: str,
+    output_dir: Path | None,
+    ignore: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Gym's rollout health checks over the selected rollouts' stored records."""
+    selection = _selection(ids, since, until, task_id, attempts)
+    ignored = [part for value in ignore for part in value.split(",")]
+    report = _with_service(ctx, lambda service: service.report(selection, ignored))
+    if as_json:
+        click.echo(report.summary_bytes().decode())
+    else:
+        render(report, out)
+    if output_dir is not None:
+        summary_path, _ = write_reports(report, output_dir)
+        err.print(f"Quality summary: {summary_path}")
+
+
+@click.command("perf-summary")
+@selection_options
+@database_options
+@click.pass_context
+def perf_summary_command(
+    ctx: click.Context,
+    ids: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    task_id: str | None,
+    attempts: str,
+) -> None:
+    """Gym's perf_summary block over the selected rollouts (JSON; null when none has ng_perf)."""
+    selection = _selection(ids, since, until, task_id, attempts)
+    answer = _with_service(ctx, lambda service: service.perf(selection))
+    click.echo(json.dumps(answer["perf_summary"]))
+    counts = answer["selection"]
+    err.print(
+        f"{counts['matched']} matched, {counts['superseded_attempts']} superseded attempts "
+        f"left out, {counts['counted']} counted"
+    )
+
+
+def register(main: click.Group) -> None:
+    main.add_command(health)
+    main.add_command(perf_summary_command)

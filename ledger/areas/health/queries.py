@@ -1,0 +1,128 @@
+"""SQL of the health area: the selected rollouts, their stored records and their perf figures,
+in the order their records last changed (the order ``ledger export`` writes them)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy import text as sql_text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ledger.areas.health.selection import Selection, glob_to_like, literal_prefix
+from ledger.areas.observations.queries import read_record_text
+from ledger.areas.observations.tables import observation_records
+from ledger.log.tables import rollouts
+
+PAGE_SIZE = 1000
+PERF_COLUMNS = (
+    "num_turns",
+    "num_tool_calls",
+    "token_observability_coverage",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "total_latency_ms",
+)
+
+
+def _selected(query: Select[Any], selection: Selection, conn: AsyncConnection) -> Select[Any]:
+    query = query.select_from(
+        observation_records.join(
+            rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
+        )
+    )
+    if selection.ids is not None:
+        column = observation_records.c.rollout_id
+        query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
+        prefix = literal_prefix(selection.ids)
+        if prefix and conn.dialect.name == "sqlite":
+            # SQLite's LIKE scans (it is case-insensitive); the prefix's key range seeks the
+            # primary key (binary collation). Rollout ids are ASCII: prefix + DEL bounds them.
+            # Not on PostgreSQL, whose collation need not order ids byte by byte.
+            query = query.where(column >= prefix).where(column < prefix + "\x7f")
+    if selection.since is not None:
+        query = query.where(rollouts.c.updated_at >= selection.since)
+    if selection.until is not None:
+        query = query.where(rollouts.c.updated_at < selection.until)
+    if selection.task_id is not None:
+        query = query.where(observation_records.c.task_id == selection.task_id)
+    return query
+
+
+async def snapshot(conn: AsyncConnection) -> None:
+    """Make the rest of this transaction read one snapshot. SQLite's read transaction already
+    does; PostgreSQL's default (read committed) takes a new one per statement."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(sql_text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+
+
+async def selected_ids(conn: AsyncConnection, selection: Selection) -> list[str]:
+    query = _selected(select(observation_records.c.rollout_id), selection, conn)
+    rows = await conn.execute(query.order_by(observation_records.c.last_seq))
+    return [row.rollout_id for row in rows if selection.matches(row.rollout_id)]
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    rollout_id: str
+    last_seq: int
+    text: str
+
+
+async def selected_records(
+    conn: AsyncConnection, selection: Selection, *, page_size: int = PAGE_SIZE
+) -> AsyncIterator[StoredRecord]:
+    """Every selected record, page by page on one connection (one snapshot when the caller
+    holds a transaction)."""
+    after = -1
+    while True:
+        query = _selected(
+            select(
+                observation_records.c.rollout_id,
+                observation_records.c.last_seq,
+                observation_records.c.record,
+                observation_records.c.assembled,
+            ),
+            selection,
+            conn,
+        ).where(observation_records.c.last_seq > after)
+        rows = (
+            await conn.execute(query.order_by(observation_records.c.last_seq).limit(page_size))
+        ).all()
+        for row in rows:
+            if not selection.matches(row.rollout_id):
+                continue
+            text = str(row.record)
+            if row.assembled:  # a template: its calls' pieces are filled in on read
+                text = await read_record_text(conn, row.rollout_id) or text
+            yield StoredRecord(row.rollout_id, row.last_seq, text)
+        if len(rows) < page_size:
+            return
+        after = rows[-1].last_seq
+
+
+async def selected_perf_rows(conn: AsyncConnection, selection: Selection) -> list[dict[str, Any]]:
+    """Per selected rollout: its id and the ``ng_perf`` figures its record carries
+    (``num_turns`` is NULL exactly when the record has no ``ng_perf``)."""
+    columns = [observation_records.c[name] for name in PERF_COLUMNS]
+    query = _selected(select(observation_records.c.rollout_id, *columns), selection, conn)
+    rows = await conn.execute(query.order_by(observation_records.c.last_seq))
+    return [dict(row._mapping) for row in rows if selection.matches(row.rollout_id)]
+
+
+async def read_one(conn: AsyncConnection, rollout_id: str) -> StoredRecord | None:
+    row = (
+        await conn.execute(
+            select(observation_records.c.last_seq).where(
+                observation_records.c.rollout_id == rollout_id
+            )
+        )
+    ).first()
+    if row is None:
+        return None
+    text = await read_record_text(conn, rollout_id)
+    return None if text is None else StoredRecord(rollout_id, row.last_seq, text)

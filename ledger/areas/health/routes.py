@@ -1,0 +1,105 @@
+"""Health routes: one rollout's verdict, a selection's quality summary (as Gym's envelope or
+Gym's exact files), its perf summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
+
+from ledger.app.http.auth import ReadAuth
+from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.areas.health.selection import MAX_GLOB_LENGTH, Attempts, Selection
+from ledger.areas.health.service import HealthService
+from ledger.gym.health.catalogue import ALL_CHECKS
+
+router = APIRouter(prefix="/v1", tags=["health"])
+
+Ignore = Annotated[
+    list[str] | None,
+    Query(
+        max_length=len(ALL_CHECKS),
+        description="Check ids to skip (Gym's ignored checks); repeat or comma-separate",
+    ),
+]
+
+
+def _selection(
+    ids: Annotated[
+        str | None, Query(max_length=MAX_GLOB_LENGTH, description="rollout id glob (* and ?)")
+    ] = None,
+    since: Annotated[
+        datetime | None, Query(description="last event at or after (ISO 8601)")
+    ] = None,
+    until: Annotated[datetime | None, Query(description="last event before (ISO 8601)")] = None,
+    task_id: Annotated[str | None, Query(max_length=1000)] = None,
+    attempts: Annotated[
+        Attempts, Query(description="'latest': one attempt per (task, rollout); 'all'")
+    ] = "latest",
+) -> Selection:
+    return Selection(ids=ids, since=since, until=until, task_id=task_id, attempts=attempts)
+
+
+SelectionDep = Annotated[Selection, Depends(_selection)]
+
+
+def _service(ledger: LedgerDep) -> HealthService:
+    return HealthService(ledger.store.read)
+
+
+ServiceDep = Annotated[HealthService, Depends(_service)]
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [part for value in values or [] for part in value.split(",")]
+
+
+@router.get("/rollouts/{rollout_id}/health")
+async def rollout_health(
+    service: ServiceDep, _auth: ReadAuth, rollout_id: RolloutIdDep, ignore: Ignore = None
+) -> dict[str, Any]:
+    """The rollout's verdict, findings and unobserved checks, from its current record (the
+    run-level checks, duplicate identity and the task checks, are in ``/v1/health``)."""
+    return await service.rollout(rollout_id, _split(ignore))
+
+
+@router.get("/health")
+async def run_health(
+    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+) -> dict[str, Any]:
+    """Gym's ``quality_summary.json`` for the selected rollouts, with the selection's counts
+    (matched, superseded attempts, counted)."""
+    report = await service.report(selection, _split(ignore))
+    return {
+        "selection": {**selection.describe(), **report.counts.public()},
+        "quality_summary": report.report.summary,
+    }
+
+
+@router.get("/health/quality-summary")
+async def quality_summary_file(
+    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+) -> Response:
+    """``quality_summary.json`` byte for byte as Gym 0.7.0 writes it."""
+    report = await service.report(selection, _split(ignore))
+    return Response(content=report.summary_bytes(), media_type="application/json")
+
+
+@router.get("/health/rollout-verdicts")
+async def rollout_verdicts_file(
+    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+) -> Response:
+    """``rollout_verdicts.jsonl`` byte for byte as Gym 0.7.0 writes it."""
+    report = await service.report(selection, _split(ignore))
+    return Response(content=b"".join(report.verdict_lines()), media_type="application/x-ndjson")
+
+
+@router.get("/perf-summary")
+async def run_perf_summary(
+    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep
+) -> dict[str, Any]:
+    """Gym's ``perf_summary`` block over the selected rollouts' ``ng_perf`` (null when no
+    rollout has one)."""
+    return await service.perf(selection)
