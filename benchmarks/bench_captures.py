@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.cached_databases import cached_database
 from benchmarks.rawhttp import RawConnection
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
@@ -375,20 +376,11 @@ async def _build_read_database(database_url: str, calls: int, progress: bool) ->
 
 
 def read_database(calls: int) -> Path:
-    # Keyed by the schema head too: a database built by an older schema is not reused.
-    cache = Path("bench-data") / f"captures-read-{calls}-{migrate.head_revision()}.db"
-    if cache.exists():
-        return cache
-    cache.parent.mkdir(exist_ok=True)
-    building = cache.with_suffix(".building")
-    for stale in cache.parent.glob(building.name + "*"):
-        stale.unlink()
-    print(f"building the read database with {calls:,} model calls (cached in {cache})")
-    asyncio.run(
-        _build_read_database(f"sqlite+aiosqlite:///{building.resolve()}", calls, calls > 100_000)
+    return cached_database(
+        f"captures-read-{calls}",
+        f"read database with {calls:,} model calls",
+        lambda url: _build_read_database(url, calls, calls > 100_000),
     )
-    building.rename(cache)
-    return cache
 
 
 async def _read_latencies(base_url: str, requests: int) -> list[float]:

@@ -16,7 +16,6 @@ record is rebuilt and (with the health rules installed) its verdict recomputed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import shutil
 import statistics
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 
 from benchmarks.bench_captures import _bulk_command, exchange
+from benchmarks.cached_databases import cached_database
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.observations.service import ObservationService
 from ledger.log import migrate
@@ -106,17 +106,11 @@ async def _build(database_url: str, rollouts: int) -> None:
 
 
 def database(rollouts: int) -> Path:
-    cache = Path("bench-data") / f"ui-{rollouts}-{migrate.head_revision()}.db"
-    if cache.exists():
-        return cache
-    cache.parent.mkdir(exist_ok=True)
-    building = cache.with_suffix(".building")
-    for stale in cache.parent.glob(building.name + "*"):
-        stale.unlink()
-    print(f"building the viewer database with {rollouts:,} rollouts (cached in {cache})")
-    asyncio.run(_build(f"sqlite+aiosqlite:///{building.resolve()}", rollouts))
-    building.rename(cache)
-    return cache
+    return cached_database(
+        f"ui-{rollouts}",
+        f"viewer database with {rollouts:,} rollouts",
+        lambda url: _build(url, rollouts),
+    )
 
 
 def _quantiles(samples: list[float]) -> tuple[float, float]:
