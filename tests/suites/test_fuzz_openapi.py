@@ -40,8 +40,8 @@ pytestmark = pytest.mark.slow
 TOKENS = {"control": "fuzz-control", "ingest": "fuzz-ingest", "read": "fuzz-read"}
 # Examples per operation and generation mode: deterministic (derandomized), and small enough
 # that one backend's run (both modes, with and without tokens) stays within 90 s here.
-EXAMPLES_WITH_TOKENS = 40
-EXAMPLES_WITHOUT_TOKENS = 10
+EXAMPLES_WITH_TOKENS = 80
+EXAMPLES_WITHOUT_TOKENS = 15
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance]
 LOOSER_THAN_ACCEPTED = {
     "GET /v1/rollouts/{rollout_id}",
