@@ -76,6 +76,11 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
         statuses.append(401)
     if "requestBody" in operation:
         statuses += [408, 413, 415, 422]
+    if "422" in responses:
+        # FastAPI documents its own list-of-errors shape; a body the route parses itself is
+        # refused with a string detail (not JSON, too deep): document the shape both share.
+        statuses.append(422)
+        del responses["422"]
     for status in statuses:
         responses.setdefault(str(status), _error_response(status))
 

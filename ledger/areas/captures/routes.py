@@ -100,7 +100,11 @@ async def append_model_calls(
     return JSONResponse({"results": [result.public() for result in results]})
 
 
-@router.post("/rollouts/{rollout_id}/model-calls/incomplete", status_code=201)
+@router.post(
+    "/rollouts/{rollout_id}/model-calls/incomplete",
+    status_code=201,
+    responses={200: {"description": "the marker was already set"}},
+)
 async def mark_capture_incomplete(
     ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep
 ) -> JSONResponse:
@@ -122,6 +126,7 @@ async def clear_model_calls(
     "/rollouts/{rollout_id}/model-calls/pending",
     status_code=201,
     openapi_extra=_schema_of(PendingCall),
+    responses={200: {"description": "the call was already announced (or already captured)"}},
 )
 async def announce_pending_call(
     ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request
