@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.serving import wait_until_serving
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.lineage.queries import record_row
 from ledger.gym.lineage import build_manifest
@@ -126,16 +127,7 @@ def start_server(url: str, data_dir: Path, port: int) -> subprocess.Popen[bytes]
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)  # poll
-    process.kill()
-    raise RuntimeError("server did not start")
+    return wait_until_serving(process, port)
 
 
 def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, Any]:

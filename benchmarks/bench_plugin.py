@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.serving import wait_until_serving
+
 DESCRIPTION = (
     "plug-in record+resolve round trip p50/p99 over loopback; Gym's FileLineageStore baseline"
 )
@@ -133,7 +135,6 @@ async def round_trips(
 
 
 def start_server(python: str, url: str, data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    import httpx
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(
@@ -158,16 +159,7 @@ def start_server(python: str, url: str, data_dir: Path, port: int) -> subprocess
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)  # poll
-    process.kill()
-    raise RuntimeError("ledger serve did not start")
+    return wait_until_serving(process, port)
 
 
 def free_port() -> int:
