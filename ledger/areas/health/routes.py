@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.app.http.openapi import error_responses
 from ledger.areas.health.selection import MAX_GLOB_LENGTH, Attempts, Selection
 from ledger.areas.health.service import HealthService
 from ledger.gym.health.catalogue import ALL_CHECKS
@@ -56,7 +57,7 @@ def _split(values: list[str] | None) -> list[str]:
     return [part for value in values or [] for part in value.split(",")]
 
 
-@router.get("/rollouts/{rollout_id}/health")
+@router.get("/rollouts/{rollout_id}/health", responses=error_responses(404))
 async def rollout_health(
     service: ServiceDep, _auth: ReadAuth, rollout_id: RolloutIdDep, ignore: Ignore = None
 ) -> dict[str, Any]:
