@@ -48,3 +48,8 @@ def split_transport_rollout_id(value: str | None) -> tuple[str | None, int]:
     if match is None:
         return value, 0
     return match.group(1), int(match.group(2))
+
+
+# A task id in a query: any text but control characters (PostgreSQL refuses NUL in a string,
+# and a refusal in the middle of a streamed export could only cut the stream short).
+TASK_ID_PATTERN = r"^[^\x00-\x1f\x7f]*$"

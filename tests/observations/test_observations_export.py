@@ -158,3 +158,18 @@ async def test_cli_export_refuses_bad_layout_options(database_url: str, tmp_path
     assert "--shard must be letters, digits" in bad.output
     stray = await asyncio.to_thread(invoke, [*base, "--shard", "x"])
     assert stray.exit_code == 2
+
+
+async def test_a_task_id_with_control_characters_is_refused_before_the_stream_starts(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    # Found by the standing fuzz: PostgreSQL refuses NUL in a string, and a refusal once the
+    # stream had started could only cut it short.
+    await seed(client, app)
+    for task_id in ("t\x00x", "t\nx", "t\x1fx"):
+        response = await client.get("/v1/export", params={"task_id": task_id})
+        assert response.status_code == 422, response.text
+        assert "task_id" in response.text
+        health = await client.get("/v1/health", params={"task_id": task_id})
+        assert health.status_code == 422, health.text
+    assert await export(client, task_id="task-7") != []

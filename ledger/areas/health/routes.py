@@ -15,6 +15,7 @@ from ledger.app.http.openapi import error_responses
 from ledger.areas.health.selection import MAX_GLOB_LENGTH, Attempts, Selection
 from ledger.areas.health.service import HealthService
 from ledger.gym.health.catalogue import ALL_CHECKS
+from ledger.gym.ids import TASK_ID_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["health"])
 
@@ -35,7 +36,7 @@ def _selection(
         datetime | None, Query(description="last event at or after (ISO 8601)")
     ] = None,
     until: Annotated[datetime | None, Query(description="last event before (ISO 8601)")] = None,
-    task_id: Annotated[str | None, Query(max_length=1000)] = None,
+    task_id: Annotated[str | None, Query(max_length=1000, pattern=TASK_ID_PATTERN)] = None,
     attempts: Annotated[
         Attempts, Query(description="'latest': one attempt per (task, rollout); 'all'")
     ] = "latest",

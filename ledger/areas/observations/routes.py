@@ -14,6 +14,7 @@ from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import RecordedReceipt
+from ledger.gym.ids import TASK_ID_PATTERN
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
 
@@ -125,7 +126,7 @@ async def export_records(
         int | None, Query(ge=0, le=MAX_SEQ, description="... and at or before this")
     ] = None,
     state: Annotated[Literal["live", "retired"] | None, Query()] = None,
-    task_id: Annotated[str | None, Query(max_length=1000)] = None,
+    task_id: Annotated[str | None, Query(max_length=1000, pattern=TASK_ID_PATTERN)] = None,
     view: Annotated[View, Query()] = "stored",
 ) -> StreamingResponse:
     """Enriched records as JSONL (``application/x-ndjson``), in the order they last changed."""
