@@ -8,16 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from ledger.app.areas import default_catalogue, default_projectors
-from ledger.areas.captures.tables import capture_calls
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.support.databases import sqlite_url
 from tests.support.load import LoadLedger, capture_client
 from tests.support.mirror import wait_for_mirror
 from tests.support.server import ServerProcess
+from tests.support.stored import stored_calls
 
 pytestmark = pytest.mark.slow
 
@@ -50,25 +49,6 @@ async def _kill_when(server: ServerProcess, record: LoadLedger, count: int) -> N
     record.reached.clear()
     await record.reached.wait()
     server.kill()
-
-
-async def _stored_calls(database_url: str) -> dict[str, list[tuple[int, int]]]:
-    """model_call_id -> every (seq, call_index) stored for it."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
-    await store.open()
-    try:
-        async with store.read() as conn:
-            rows = await conn.execute(
-                select(
-                    capture_calls.c.model_call_id, capture_calls.c.seq, capture_calls.c.call_index
-                )
-            )
-            stored: dict[str, list[tuple[int, int]]] = {}
-            for model_call_id, seq, call_index in rows:
-                stored.setdefault(model_call_id, []).append((seq, call_index))
-            return stored
-    finally:
-        await store.close()
 
 
 async def test_sigkill_mid_load_loses_no_acknowledged_capture(tmp_path: Path) -> None:
@@ -114,7 +94,7 @@ async def test_sigkill_mid_load_loses_no_acknowledged_capture(tmp_path: Path) ->
             await wait_for_mirror(store, within_seconds=120)
         finally:
             await store.close()
-    stored = await _stored_calls(database_url)
+    stored = await stored_calls(database_url)
     assert set(record.sent) == set(stored), "a sent capture is missing or unknown"
     assert all(len(places) == 1 for places in stored.values())
     for model_call_id, reply in record.acknowledged.items():

@@ -19,15 +19,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
 
-from ledger.app.areas import default_catalogue, default_projectors
-from ledger.areas.captures.tables import capture_calls
-from ledger.log.store import LedgerStore
 from tests.lineage.rows import committed_row
 from tests.suites.cli import assert_ledger_verifies, mirror_caught_up
 from tests.support.exchanges import chat_exchange
 from tests.support.server import ServerProcess
+from tests.support.stored import stored_calls
 
 pytestmark = pytest.mark.slow
 
@@ -134,24 +131,6 @@ async def all_events(base_url: str) -> list[dict[str, Any]]:
                 return found
             found.extend(page["events"])
             after = page["next_after"]
-
-
-async def stored_calls(database_url: str) -> dict[str, list[tuple[int, int]]]:
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
-    await store.open()
-    try:
-        async with store.read() as conn:
-            rows = await conn.execute(
-                select(
-                    capture_calls.c.model_call_id, capture_calls.c.seq, capture_calls.c.call_index
-                )
-            )
-            stored: dict[str, list[tuple[int, int]]] = {}
-            for model_call_id, seq, call_index in rows:
-                stored.setdefault(model_call_id, []).append((seq, call_index))
-            return stored
-    finally:
-        await store.close()
 
 
 async def run_cycle(
