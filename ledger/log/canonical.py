@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import orjson
@@ -102,18 +101,25 @@ def compact_json(value: Any, *, allow_nan: bool = False) -> str:
 
 
 # A run of 19 or more digits may be an integer orjson would parse as a float (it keeps 64 bits);
-# a false alarm (digits inside a string) only costs the slower parser.
-_LONG_DIGITS = re.compile(r"\d{19}")
+# a false alarm (digits inside a string) only costs the slower parser. JSON spells numbers in
+# ASCII digits only, so the run is looked for in the UTF-8 bytes with every digit mapped to "0"
+# and every other byte to a space: a C-speed translate and find, where a regular expression
+# scanning for ``\d{19}`` cost several times the parse itself (``ledger verify`` parses every
+# payload of the log).
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
+def _may_hold_a_long_integer(data: bytes) -> bool:
+    return data.translate(_DIGITS_ONLY).find(_LONG_DIGITS) >= 0
 
 
 def parse_json(text: str | bytes) -> Any:
     """``json.loads(text)``, by orjson where that gives the same value: never for text with a
     run of 19+ digits (orjson turns integers beyond 64 bits into floats), and the standard
     library for whatever orjson refuses (NaN, out-of-range numbers, lone surrogates)."""
-    if isinstance(text, str):
-        if _LONG_DIGITS.search(text) is not None:
-            return json.loads(text)
-    elif re.search(rb"\d{19}", text) is not None:
+    data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
+    if _may_hold_a_long_integer(data):
         return json.loads(text)
     try:
         return orjson.loads(text)

@@ -16,6 +16,8 @@ from ledger.log.errors import InvalidPayload, UnknownEventKind
 
 JsonObject = dict[str, Any]
 Upcaster = Callable[[JsonObject], JsonObject]
+# What an area derives from a payload for its projectors, needing no ledger state.
+Derivation = Callable[[JsonObject], object]
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class EventType:
     version: int = 1
     # upcasters[n] turns a version-n payload into a version-(n+1) payload.
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
+    # What the kind's area derives from a (current-version) payload before the writer and
+    # hands to its projectors as ``StoredEvent.derived``. A replay (``ledger verify``) derives
+    # it once per event with this, so the projectors that share it (a capture's record, used by
+    # two areas) see what they saw when the event was appended, and none derives it again.
+    derive: Derivation | None = None
 
     def __post_init__(self) -> None:
         missing = [n for n in range(1, self.version) if n not in self.upcasters]

@@ -18,7 +18,6 @@ A projector with checks worth doing once on the final rows (``ChecksAtEnd``) doe
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -27,17 +26,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from sqlalchemy import Connection, Row, Table, create_engine, select
+from sqlalchemy import Connection, Row, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ledger.log.canonical import sha256_hex
+from ledger.log.canonical import parse_json, sha256_hex
 from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.log.events import Catalogue
-from ledger.log.metadata import metadata
 from ledger.log.projector import Projector
 from ledger.log.records import as_utc
+from ledger.log.replay import Replay, scratch_database
 from ledger.log.tables import events
-from ledger.log.transaction import row_to_event
 
 Progress = Callable[[int], None]
 # What the log is read from: an engine (a short transaction per page) or a connection.
@@ -156,7 +154,7 @@ def _normalise(value: Any) -> Any:
         return as_utc(value)
     if isinstance(value, str) and value[:1] in "[{":
         try:
-            return json.loads(value)
+            return parse_json(value)
         except ValueError:
             return value
     return value
@@ -164,38 +162,6 @@ def _normalise(value: Any) -> Any:
 
 def _key(table: Table) -> list[Any]:
     return list(table.primary_key.columns) or list(table.columns)
-
-
-class _Rebuild:
-    """The projections rebuilt into a scratch SQLite connection, page by page."""
-
-    def __init__(
-        self, scratch: Connection, catalogue: Catalogue, projectors: Sequence[Projector]
-    ) -> None:
-        self.scratch = scratch
-        self.catalogue = catalogue
-        self.projectors = projectors
-        self.last_seq = 0
-        self.events = 0
-        for projector in projectors:
-            if isinstance(projector, ChecksAtEnd):
-                projector.defer_checks()
-
-    def apply_page(self, rows: Sequence[Row[Any]]) -> None:
-        for row in rows:
-            event = row_to_event(row, self.catalogue)
-            for projector in self.projectors:
-                if projector.handles(event.kind):
-                    projector.apply(self.scratch, event)
-            self.last_seq = row.seq
-        self.events += len(rows)
-        for projector in self.projectors:
-            projector.flush(self.scratch)
-
-    def check_at_end(self) -> None:
-        for projector in self.projectors:
-            if isinstance(projector, ChecksAtEnd):
-                projector.check_at_end(self.scratch)
 
 
 async def verify_projections(
@@ -208,30 +174,32 @@ async def verify_projections(
 ) -> ProjectionReport:
     report = ProjectionReport()
     tables = [table for projector in projectors for table in projector.tables]
-    with tempfile.TemporaryDirectory(prefix="ledger-verify-") as scratch_dir:
-        scratch = create_engine(f"sqlite+pysqlite:///{Path(scratch_dir) / 'scratch.db'}")
-        try:
-            metadata.create_all(scratch, tables=tables)
-            with scratch.begin() as scratch_conn:
-                rebuild = _Rebuild(scratch_conn, catalogue, projectors)
-                async for rows in read_pages(source, page=batch):
-                    rebuild.apply_page(rows)
-                    if progress is not None:
-                        progress(len(rows))
-                # The events appended meanwhile and the live tables, in one snapshot.
-                async with _final_snapshot(source) as conn:
-                    while rows := await _page(conn, rebuild.last_seq, batch):
-                        rebuild.apply_page(rows)
-                        if progress is not None:
-                            progress(len(rows))
-                    rebuild.check_at_end()
-                    for table in tables:
-                        difference = await _compare(conn, scratch_conn, table)
-                        if difference is not None:
-                            report.differences.append(difference)
-                report.events = rebuild.events
-        finally:
-            scratch.dispose()
+    checks_at_end = [p for p in projectors if isinstance(p, ChecksAtEnd)]
+    for projector in checks_at_end:
+        projector.defer_checks()
+    with (
+        tempfile.TemporaryDirectory(prefix="ledger-verify-") as scratch_dir,
+        scratch_database(Path(scratch_dir), tables) as scratch,
+        scratch.begin() as scratch_conn,
+    ):
+        replay = Replay(scratch_conn, catalogue, projectors)
+        async for rows in read_pages(source, page=batch):
+            replay.apply_page(rows)
+            if progress is not None:
+                progress(len(rows))
+        # The events appended meanwhile and the live tables, in one snapshot.
+        async with _final_snapshot(source) as conn:
+            while rows := await _page(conn, replay.last_seq, batch):
+                replay.apply_page(rows)
+                if progress is not None:
+                    progress(len(rows))
+            for projector in checks_at_end:
+                projector.check_at_end(scratch_conn)
+            for table in tables:
+                difference = await _compare(conn, scratch_conn, table)
+                if difference is not None:
+                    report.differences.append(difference)
+        report.events = replay.events
     return report
 
 
@@ -255,6 +223,17 @@ def _normalised(row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(_normalise(v) for v in row)
 
 
+def _same(stored: Sequence[Any], rebuilt: Sequence[Any]) -> bool:
+    """Raw values first; a column is normalised (JSON text parsed, datetimes in UTC) only when
+    its raw values differ: JSON written from a payload's sorted keys and from the dict a
+    request arrived as can differ in key order only."""
+    if stored == rebuilt:
+        return True
+    return all(
+        a == b or _normalise(a) == _normalise(b) for a, b in zip(stored, rebuilt, strict=True)
+    )
+
+
 async def _compare(conn: AsyncConnection, scratch: Connection, table: Table) -> str | None:
     """Stored and rebuilt rows, both read in key order as they are compared (bounded memory)."""
     query = select(table).order_by(*_key(table))
@@ -264,19 +243,19 @@ async def _compare(conn: AsyncConnection, scratch: Connection, table: Table) -> 
     stored_count = rebuilt_count = 0
     found: str | None = None
     try:
-        async for stored in live:
-            stored_count += 1
-            rebuilt_row = next(rebuilt, None)
-            if rebuilt_row is None:
-                continue
-            rebuilt_count += 1
-            # Raw values first: normalising (JSON text, datetimes) only when they differ.
-            if found is None and tuple(stored) != rebuilt_row:
-                stored_row, rebuilt_row = _normalised(stored), _normalised(rebuilt_row)
-                if stored_row != rebuilt_row:
+        # A chunk of stored rows per await: one greenlet switch per chunk, not per row.
+        async for chunk in live.partitions():
+            for stored_row in chunk:
+                stored = tuple(stored_row)
+                stored_count += 1
+                rebuilt_row = next(rebuilt, None)
+                if rebuilt_row is None:
+                    continue
+                rebuilt_count += 1
+                if found is None and not _same(stored, rebuilt_row):
                     found = (
-                        f"{table.name}: stored row {stored_row!r} differs from rebuilt "
-                        f"{rebuilt_row!r}"
+                        f"{table.name}: stored row {_normalised(stored)!r} differs from rebuilt "
+                        f"{_normalised(rebuilt_row)!r}"
                     )
     finally:
         await live.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ledger.areas.captures.derivation import DerivedCall, derive_call
 from ledger.log.events import EventType
 
 MODEL_CALL_CAPTURED = "model_call.captured"
@@ -78,8 +79,13 @@ class CapturePendingWithdrawn(BaseModel):
     model_call_id: str
 
 
+def derive_captured(payload: dict[str, Any]) -> DerivedCall:
+    """What ``prepare_exchange`` derives before the writer (``EventType.derive``)."""
+    return derive_call(payload["exchange"])
+
+
 EVENT_TYPES: list[EventType] = [
-    EventType(MODEL_CALL_CAPTURED, ModelCallCaptured),
+    EventType(MODEL_CALL_CAPTURED, ModelCallCaptured, derive=derive_captured),
     EventType(MODEL_CALL_DAMAGED, ModelCallDamaged),
     EventType(CAPTURE_MARKED_INCOMPLETE, CaptureMarkedIncomplete),
     EventType(CAPTURE_CLEARED, CaptureCleared),

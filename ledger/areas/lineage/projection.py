@@ -23,10 +23,10 @@ from ledger.log.rollout_events import ROLLOUT_DELETED
 
 HOLD_ID = 1
 
-# Built once (SQLAlchemy memoises the cache key per statement object).
-_INSERT_ROW = lineage_rows.insert()
-_INSERT_DISCARDED = lineage_discarded.insert()
-# On the driver: a delete of 4,096 ids runs it once per id.
+# On the driver (store/driver.py): a row is inserted for every model call (and ``ledger
+# verify`` replays them all); a delete of 4,096 ids runs the delete once per id.
+_INSERT_ROW = DriverStatement(lineage_rows.insert())
+_INSERT_DISCARDED = DriverStatement(lineage_discarded.insert())
 _END_GENERATION = DriverStatement(
     delete(lineage_rows).where(
         lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
@@ -112,8 +112,8 @@ class LineageProjector:
         elif event.kind == FAILURE_RECORDED and event.rollout_id is not None:
             self._insert_row(conn, event, payload)
         elif event.kind == ROW_DISCARDED:
-            conn.execute(
-                _INSERT_DISCARDED,
+            _INSERT_DISCARDED.execute(
+                conn,
                 {
                     "seq": event.seq,
                     "rollout_id": payload["rollout_id"],
@@ -138,8 +138,8 @@ class LineageProjector:
     @staticmethod
     def _insert_row(conn: Connection, event: StoredEvent, row: dict[str, Any]) -> None:
         assert event.rollout_id is not None
-        conn.execute(
-            _INSERT_ROW,
+        _INSERT_ROW.execute(
+            conn,
             {
                 "rollout_id": event.rollout_id,
                 "generation": event.generation,
