@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Table
@@ -54,3 +55,21 @@ class DefersRows(Protocol):
     def write_pending(self, conn: Connection) -> None:
         """Write the rows kept in memory now (the command goes on appending afterwards)."""
         ...
+
+
+@runtime_checkable
+class AppliesMany(Protocol):
+    """A projector that applies a run of events at once (a page of ``ledger verify``'s replay),
+    e.g. writing their rows with one ``executemany`` per statement instead of one statement per
+    event.
+
+    ``apply_many(conn, events)`` then ``flush`` must leave exactly the rows ``apply`` of each
+    event in turn then ``flush`` leaves (tests/log/test_replay.py compares both on a varied
+    log). ``events`` are in seq order and all of kinds the projector handles. A replay gives a
+    projector its events of a page before the next projector gets its own, which is the
+    per-event order as far as any projector can tell: ``apply`` reads and writes only its own
+    tables and memory (``flush`` may read the tables of projectors before it, and runs after
+    every projector has applied).
+    """
+
+    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None: ...

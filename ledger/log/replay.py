@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, Row, Table, create_engine, event
 from ledger.log.canonical import parse_json
 from ledger.log.events import Catalogue, Derivation, EventType
 from ledger.log.metadata import metadata
-from ledger.log.projector import Projector
+from ledger.log.projector import AppliesMany, Projector
 from ledger.log.records import StoredEvent, as_utc
 
 # Scratch pragmas: no journal and no fsync (a crash loses nothing, the scratch is rebuilt), an
@@ -123,16 +123,28 @@ class EventDecoder:
 
 
 class Replay:
-    """Applies pages of stored events to ``projectors`` on ``conn``: every event to each
-    projector that handles its kind, in area order, then one flush per projector per page (by
-    the projector contract a flush after any run of events gives the same rows)."""
+    """Applies pages of stored events to ``projectors`` on ``conn``, then flushes each
+    projector once per page (by the projector contract a flush after any run of events gives
+    the same rows).
+
+    Each projector gets the page's events of the kinds it handles, in area order: at once
+    through ``apply_many`` when it has one (``AppliesMany``), else one ``apply`` each.
+    ``per_event=True`` is the reference order instead, the writer's: every event to each
+    projector in turn, by ``apply`` only (tests compare both).
+    """
 
     def __init__(
-        self, conn: Connection, catalogue: Catalogue, projectors: Sequence[Projector]
+        self,
+        conn: Connection,
+        catalogue: Catalogue,
+        projectors: Sequence[Projector],
+        *,
+        per_event: bool = False,
     ) -> None:
         self.conn = conn
         self.projectors = projectors
         self.decode = EventDecoder(catalogue)
+        self.per_event = per_event
         self.last_seq = 0
         self.events = 0
         self._handlers: dict[str, tuple[Projector, ...]] = {}
@@ -148,12 +160,34 @@ class Replay:
     def apply_page(self, rows: Sequence[Row[Any]]) -> None:
         if not rows:
             return
-        conn, decode, handling = self.conn, self.decode, self._handling
-        for row in rows:
-            event = decode(row)
-            for projector in handling(event.kind):
-                projector.apply(conn, event)
-        self.last_seq = rows[-1][0]
-        self.events += len(rows)
+        decoded = [self.decode(row) for row in rows]
+        if self.per_event:
+            self._apply_each(decoded)
+        else:
+            self._apply_by_projector(decoded)
+        self.last_seq = decoded[-1].seq
+        self.events += len(decoded)
         for projector in self.projectors:
-            projector.flush(conn)
+            projector.flush(self.conn)
+
+    def _apply_each(self, decoded: Sequence[StoredEvent]) -> None:
+        conn, handling = self.conn, self._handling
+        for stored in decoded:
+            for projector in handling(stored.kind):
+                projector.apply(conn, stored)
+
+    def _apply_by_projector(self, decoded: Sequence[StoredEvent]) -> None:
+        conn = self.conn
+        handled: dict[int, list[StoredEvent]] = {id(p): [] for p in self.projectors}
+        for stored in decoded:
+            for projector in self._handling(stored.kind):
+                handled[id(projector)].append(stored)
+        for projector in self.projectors:
+            mine = handled[id(projector)]
+            if not mine:
+                continue
+            if isinstance(projector, AppliesMany):
+                projector.apply_many(conn, mine)
+            else:
+                for stored in mine:
+                    projector.apply(conn, stored)

@@ -41,7 +41,7 @@ def _hex(seed: str) -> str:
 
 def exchange(model_call_id: str, index: int, *, padding: int) -> dict[str, Any]:
     """A chat or responses exchange of about ``padding + 600`` bytes, with a tool call on
-    every third; every 97th is damaged (no response, so no record can be built)."""
+    every third; one in 97 is damaged (no response, so no record can be built)."""
     started = 1764400000.25 + index
     body: dict[str, Any] = {
         "model_call_id": model_call_id,
@@ -53,7 +53,7 @@ def exchange(model_call_id: str, index: int, *, padding: int) -> dict[str, Any]:
         "status_code": 200,
         "error_category": None,
     }
-    if index % 97 == 96:
+    if index % 97 == 5:
         return {**body, "dialect": "chat", "request": {"model": "policy"}, "response": None}
     if index % 2 == 0:
         message: dict[str, Any] = {"role": "assistant", "content": "y" * (padding // 2)}
@@ -104,21 +104,28 @@ def exchange(model_call_id: str, index: int, *, padding: int) -> dict[str, Any]:
     return {
         **body,
         "dialect": "responses",
-        "request": {"model": "policy", "input": [{"role": "user", "content": "x" * (padding // 2)}]},
+        "request": {
+            "model": "policy",
+            "input": [{"role": "user", "content": "x" * (padding // 2)}],
+        },
         "response": {
             "id": "resp-" + model_call_id,
             "model": "policy",
             "status": "completed",
             "output": output,
-            "usage": {"input_tokens": 100 + index, "output_tokens": 20, "total_tokens": 120 + index},
+            "usage": {
+                "input_tokens": 100 + index,
+                "output_tokens": 20,
+                "total_tokens": 120 + index,
+            },
         },
     }
 
 
 def lineage_row(rollout_id: str, n: int) -> CommittedRow | FailureRow:
-    """Call ``n``'s committed row as a model server records it (every 50th a failure row)."""
+    """Call ``n``'s committed row as a model server records it (one in 50 a failure row)."""
     call_id = f"{rollout_id}-c{n}"
-    if n % 50 == 49:
+    if n % 50 == 7:
         return FailureRow.model_validate({"failure_reason": "tokenizer", "model_call_id": call_id})
     prev = n * 10
     return CommittedRow.model_validate(
@@ -213,9 +220,7 @@ class VariedLog:
             numbers = range(start, min(last, start + (1 if single else shape.batch)))
             for n in numbers:
                 await self.lineage.record(rollout_id, lineage_row(rollout_id, n))
-            items = [
-                exchange(f"{rollout_id}-c{n}", n, padding=shape.padding) for n in numbers
-            ]
+            items = [exchange(f"{rollout_id}-c{n}", n, padding=shape.padding) for n in numbers]
             if single:
                 await self.captures.append(rollout_id, items[0])
             else:

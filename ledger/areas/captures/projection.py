@@ -7,6 +7,7 @@ consumes one, like a non-blank line of Gym's capture file under the tolerant rea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -104,6 +105,8 @@ class CapturesProjector:
         self._known: dict[str, CaptureState] = {}
         # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
         self._unwritten: dict[str, None] = {}
+        # Inside ``apply_many``: the call rows not inserted yet (one executemany at the end).
+        self._call_rows: list[dict[str, Any]] | None = None
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
@@ -138,6 +141,23 @@ class CapturesProjector:
         """The command's savepoint was rolled back: what was remembered is not true."""
         self._known = {}
         self._unwritten = {}
+
+    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        """``apply`` of each event in turn (``AppliesMany``), the call rows inserted together:
+        no statement of ``apply`` reads ``capture_calls``, and the deletes of a clear or a
+        tombstone insert the rows kept so far first."""
+        self._call_rows = []
+        try:
+            for event in events:
+                self.apply(conn, event)
+            self._insert_kept_calls(conn)
+        finally:
+            self._call_rows = None
+
+    def _insert_kept_calls(self, conn: Connection) -> None:
+        if self._call_rows:
+            rows, self._call_rows = self._call_rows, []
+            _INSERT_CALL.execute_many(conn, rows)
 
     def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
         known = self._known.get(rollout_id)
@@ -209,7 +229,10 @@ class CapturesProjector:
             call_index=call_index,
             seq=event.seq,
         )
-        _INSERT_CALL.execute(conn, row)
+        if self._call_rows is None:
+            _INSERT_CALL.execute(conn, row)
+        else:
+            self._call_rows.append(row)
         if row["damaged"]:
             state = replace(state, damaged_count=state.damaged_count + 1)
         else:
@@ -235,6 +258,7 @@ class CapturesProjector:
         return state
 
     def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
+        self._insert_kept_calls(conn)
         for statement in _FORGET_GENERATION:
             statement.execute(conn, {"b_rollout_id": rollout_id, "b_generation": generation})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete
@@ -86,8 +87,29 @@ class LineageProjector:
         }
     )
 
+    def __init__(self) -> None:
+        # Inside ``apply_many``: the rows not inserted yet (one executemany at the end).
+        self._rows: list[dict[str, Any]] | None = None
+
     def handles(self, kind: str) -> bool:
         return kind in self._KINDS
+
+    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        """``apply`` of each event in turn (``AppliesMany``), the ledger rows inserted together:
+        no statement of ``apply`` reads ``lineage_rows``, and a tombstone's delete inserts the
+        rows kept so far first."""
+        self._rows = []
+        try:
+            for event in events:
+                self.apply(conn, event)
+            self._insert_kept_rows(conn)
+        finally:
+            self._rows = None
+
+    def _insert_kept_rows(self, conn: Connection) -> None:
+        if self._rows:
+            rows, self._rows = self._rows, []
+            _INSERT_ROW.execute_many(conn, rows)
 
     def flush(self, conn: Connection) -> None:
         """Nothing is deferred: ``apply`` writes every row."""
@@ -100,6 +122,7 @@ class LineageProjector:
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
             # The tombstone ends the generation: its rows are gone for every reader, and a
             # rebuild after compaction (payloads redacted) agrees with the live tables.
+            self._insert_kept_rows(conn)
             _END_GENERATION.execute(conn, {"rid": event.rollout_id, "gen": event.generation})
             return
         if event.kind == REMOVAL_HOLD_RELEASED:
@@ -135,18 +158,18 @@ class LineageProjector:
                 )
             )
 
-    @staticmethod
-    def _insert_row(conn: Connection, event: StoredEvent, row: dict[str, Any]) -> None:
+    def _insert_row(self, conn: Connection, event: StoredEvent, row: dict[str, Any]) -> None:
         assert event.rollout_id is not None
-        _INSERT_ROW.execute(
-            conn,
-            {
-                "rollout_id": event.rollout_id,
-                "generation": event.generation,
-                "seq": event.seq,
-                **row_columns(row),
-            },
-        )
+        values = {
+            "rollout_id": event.rollout_id,
+            "generation": event.generation,
+            "seq": event.seq,
+            **row_columns(row),
+        }
+        if self._rows is None:
+            _INSERT_ROW.execute(conn, values)
+        else:
+            self._rows.append(values)
 
 
 def projectors() -> list[Projector]:
