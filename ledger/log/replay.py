@@ -104,9 +104,9 @@ class EventDecoder:
         if text is not None:
             payload = parse_json(text)
             if schema_version != kind.version:
-                payload = self._catalogue.upcast(kind_name, schema_version, payload)  # type: ignore[arg-type]
+                payload = self._catalogue.upcast(kind_name, schema_version, payload)
             if kind.derive is not None:
-                derived = kind.derive(payload)  # type: ignore[arg-type]
+                derived = kind.derive(payload)
         return StoredEvent(
             seq=seq,
             recorded_at=as_utc(recorded_at),

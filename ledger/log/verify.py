@@ -10,10 +10,14 @@ of the projection check needs one snapshot: the last events and the live tables 
 same transaction, so the rebuild and the stored rows describe the same log. Given a connection,
 every page is read through it (the caller's snapshot).
 
-Projectors are flushed once per page, not once per event: by the projector contract a flush
-after any run of events gives the same rows, and a projector whose rows are rebuilt from a whole
-rollout (the enriched record) would otherwise cost O(calls) per event, O(calls²) per rollout.
-A projector with checks worth doing once on the final rows (``ChecksAtEnd``) does them last.
+The replay (log/replay.py) decodes each event once and applies a page at a time: each
+projector gets the page's events of its kinds (``apply_many`` where it has one: one
+``executemany`` per statement), then one flush per page, not per event: by the projector
+contract a flush after any run of events gives the same rows, and a projector whose rows are
+rebuilt from a whole rollout (the enriched record) would otherwise cost O(calls) per event,
+O(calls²) per rollout. A projector with checks worth doing once on the final rows
+(``ChecksAtEnd``) does them after the replay, before the final snapshot, and again in it for
+what the last events touched.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ class ChecksAtEnd(Protocol):
         ...
 
     def check_at_end(self, conn: Connection) -> None:
-        """Called after the last event: check the rows the replay left."""
+        """Called after the last event: check the rows the replay left. It may be called more
+        than once (after the pages read without a snapshot, then after the last events): each
+        call checks what the flushes since the previous call left."""
         ...
 
 

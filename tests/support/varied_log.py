@@ -6,7 +6,8 @@ lineage row per call (a failure row now and then), an observation bundle midway 
 superseding one at the end, the result. Some rollouts also get an incomplete marker, a pending
 call announced then captured or withdrawn, a clear that restarts their calls, a retire and a
 late row that is discarded, or a delete and a second generation. The same arguments always
-give the same events (but for their timestamps).
+give the same events (but for their timestamps, and their interleaving when rollouts are
+written concurrently).
 
 Used by ``scripts/bench verify`` (the figures) and the verify tests (the per-event and
 per-page projections of it must be identical).
@@ -14,6 +15,7 @@ per-page projections of it must be identical).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -257,10 +259,13 @@ class VariedLog:
             # The id used again: generation 1, captures only.
             await self._calls(rollout_id, 0, min(4, shape.calls), single=True)
 
-    async def write(self) -> None:
-        for r in range(self.shape.rollouts):
-            await self.rollout(r)
+    async def write(self, *, concurrently: int = 1) -> None:
+        """Rollout after rollout, or ``concurrently`` at a time (as a Gym run has many rollouts
+        in flight: their events interleave, and the writer batches their commands)."""
+        for first in range(0, self.shape.rollouts, concurrently):
+            last = min(self.shape.rollouts, first + concurrently)
+            await asyncio.gather(*(self.rollout(r) for r in range(first, last)))
 
 
-async def write_varied_log(store: LedgerStore, shape: LogShape) -> None:
-    await VariedLog(store, shape).write()
+async def write_varied_log(store: LedgerStore, shape: LogShape, *, concurrently: int = 1) -> None:
+    await VariedLog(store, shape).write(concurrently=concurrently)
