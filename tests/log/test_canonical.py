@@ -103,6 +103,11 @@ def test_non_str_keys_and_subclasses_are_written_by_the_standard_library() -> No
         '["\\ud800", NaN, Infinity]',
         '{"a": 1, "a": 2}',
         "[-0.0, 0.0, 1e-7, 1E5]",
+        # The long-integer guard looks at the UTF-8 bytes: text around the digits, a lone
+        # surrogate in the text itself (not escaped), 18 digits (orjson's own reading).
+        '{"ü 𝄞": [-123456789012345678901, "x"]}',
+        '["\ud800 raw", 18446744073709551616]',
+        "[123456789012345678, -12345678901234567]",
     ],
 )
 def test_parse_json_reads_what_orjson_would_read_differently(text: str) -> None:
