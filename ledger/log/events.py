@@ -32,7 +32,7 @@ class EventType:
     # What the kind's area derives from a (current-version) payload before the writer and
     # hands to its projectors as ``StoredEvent.derived``. A replay (``ledger verify``) derives
     # it once per event with this, so the projectors that share it (a capture's record, used by
-    # two areas) see what they saw when the event was appended, and none derives it again.
+    # two areas) get it from one computation, as when the event was appended.
     derive: Derivation | None = None
 
     def __post_init__(self) -> None:

@@ -24,7 +24,7 @@ from ledger.log.rollout_events import ROLLOUT_DELETED
 
 HOLD_ID = 1
 
-# On the driver (store/driver.py): a row is inserted for every model call (and ``ledger
+# On the driver (log/driver.py): a row is inserted for every model call (and ``ledger
 # verify`` replays them all); a delete of 4,096 ids runs the delete once per id.
 _INSERT_ROW = DriverStatement(lineage_rows.insert())
 _INSERT_DISCARDED = DriverStatement(lineage_discarded.insert())
