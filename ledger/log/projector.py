@@ -27,7 +27,7 @@ class Projector(Protocol):
 
     def flush(self, conn: Connection) -> None:
         """Finish work deferred by ``apply``; the writer calls it when a command has appended all
-        its events, inside the command's savepoint (``verify`` calls it after every page of the log).
+        its events inside the command's savepoint (``verify`` calls it after each page of the log).
 
         A projector whose rows are an expensive function of many events (a rollout's whole
         enriched record) rebuilds them here once per command instead of once per event; one
