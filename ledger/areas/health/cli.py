@@ -109,7 +109,7 @@ def write_reports(report: SelectionReport, output_dir: Path) -> tuple[Path, Path
 
 
 def render(report: SelectionReport, console: Console) -> None:
-    run = report.report.summary["run"]
+    run = report.summary["run"]
     counts = report.counts
     verdicts = run["verdicts"]
     console.print(
