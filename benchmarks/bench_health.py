@@ -2,6 +2,10 @@
 them, and a ~1,000-rollout id-glob selection) and one rollout's health, against Gym 0.7.0's own
 ``run_health_checks`` over the exported JSONL of the same rollouts, in the same run.
 
+The ledger is measured twice: before its health follower has run (every record checked on
+read, the freshness rule's fallback) and after the follower has caught up (the summary put
+together from ``health_findings``); the follower's catch-up is timed too.
+
 The run is generated (tests/support/health_run.py: every check the records can express) and
 appended through the store's own path in big commands. Gym runs in its environment
 (``.gym-venv``, built by scripts/gym-env) with its default worker count; the two answers are
@@ -31,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
+from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService
 from ledger.areas.observations.events import (
@@ -144,6 +149,32 @@ def ledger_id(line: bytes) -> str:
     return str(trajectory.get("rollout_id") or record.get("_ng_rollout_id"))
 
 
+async def on_read_seconds(url: str) -> float:
+    """The whole selection's summary with no findings rows (every record checked on read)."""
+    store = LedgerStore(url, default_catalogue(), [])
+    try:
+        service = HealthService(store.read)
+        started = time.perf_counter()
+        report = await service.report(Selection(attempts="all"))
+        assert report.computed_on_read == report.counts.matched
+        return time.perf_counter() - started
+    finally:
+        await store.read_engine.dispose()
+
+
+async def catch_up(url: str) -> tuple[float, int]:
+    """The health follower's catch-up over every stored record: seconds, records checked."""
+    store = LedgerStore(url, default_catalogue(), default_projectors())
+    await store.open()
+    try:
+        follower = HealthFollower(store)
+        started = time.perf_counter()
+        checked = await follower.catch_up()
+        return time.perf_counter() - started, checked
+    finally:
+        await store.close()
+
+
 async def measure(
     url: str, scratch: Path, glob: str, reads: int, probe: list[str]
 ) -> dict[str, Any]:
@@ -173,6 +204,7 @@ async def measure(
         (scratch / name).mkdir()
         (scratch / name / "quality_summary.json").write_bytes(report.summary_bytes())
         (scratch / name / "rollout_verdicts.jsonl").write_bytes(b"".join(report.verdict_lines()))
+    assert every.computed_on_read == 0 and chosen.computed_on_read == 0
     return {
         "all": all_seconds,
         "glob": chosen_seconds,
@@ -217,6 +249,8 @@ def main(argv: list[str]) -> None:
                 if ledger_id(line) in chosen:
                     kept.write(line)
         probe = [p.rollout_id for p in planned[:: max(1, len(planned) // 200)]]
+        on_read = asyncio.run(on_read_seconds(url))
+        follower_seconds, checked = asyncio.run(catch_up(url))
         ours = asyncio.run(measure(url, scratch, glob, reads, probe))
         gym_all = gym_seconds(scratch / "rollouts.jsonl", scratch / "gym-all")
         gym_glob = gym_seconds(scratch / "chosen.jsonl", scratch / "gym-glob")
@@ -226,6 +260,11 @@ def main(argv: list[str]) -> None:
             f"Gym run_health_checks over the export {gym_all:.2f} s "
             f"({gym_all / ours['all']:.1f}x; target >= 20x); same files: "
             f"{same_files(scratch / 'ledger-all', scratch / 'gym-all')}"
+        )
+        print(
+            f"  computed on read (no findings rows yet): {on_read:.2f} s "
+            f"({gym_all / on_read:.1f}x); the follower's catch-up: {checked:,} records in "
+            f"{follower_seconds:.2f} s ({checked / follower_seconds:,.0f} records/s)"
         )
         print(
             f"quality summary, selection {glob!r} ({ours['glob_records']:,} rollouts): ledger "

@@ -37,6 +37,8 @@ health_findings = Table(
     Column("unobserved_mask", Integer, nullable=False),
     Column("raised_mask", Integer, nullable=False),
     Column("finding_count", Integer, nullable=False),
+    # JSON object check -> findings of that check (NULL: none): the summary's issues.
+    Column("issue_counts", Text, nullable=True),
     # The verdict line's "findings" and "unobserved" arrays, compact JSON as Gym writes them.
     Column("findings", Text, nullable=False),
     Column("unobserved", Text, nullable=False),

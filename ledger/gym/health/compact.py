@@ -16,6 +16,7 @@ selection: such rows carry ``task_index`` None and are given their position here
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 from ledger.gym.health import catalogue as c
 from ledger.gym.health.evaluate import RolloutDigest, evaluate
 from ledger.gym.health.facts import record_facts
-from ledger.gym.health.summary import Repeat, sort_part, task_findings, task_order
+from ledger.gym.health.summary import sort_part, task_order
 
 BIT = {check: 1 << position for position, check in enumerate(c.ROLLOUT_CHECKS)}
 _CEE = c.CHECK_EXECUTION_ERROR
@@ -49,6 +50,7 @@ class CompactDigest:
     unobserved_mask: int
     raised_mask: int
     finding_count: int
+    issue_counts: str | None  # JSON object check -> findings; None: no finding
     findings: str  # JSON array of the verdict line's findings
     unobserved: str  # JSON array of the unobserved checks
     capture_observed: bool
@@ -92,6 +94,9 @@ def from_digest(record: dict[str, Any], digest: RolloutDigest) -> CompactDigest:
         unobserved_mask=unobserved_mask,
         raised_mask=raised_mask,
         finding_count=len(digest.findings),
+        issue_counts=dump(dict(Counter(f.check for f in digest.findings)))
+        if digest.findings
+        else None,
         findings=dump([finding.line() for finding in digest.findings]),
         unobserved=dump(list(digest.unobserved)),
         capture_observed=digest.capture_observed,
@@ -121,6 +126,8 @@ class _Json:
         self._seen: dict[str, Any] = {}
 
     def __call__(self, text: str) -> Any:
+        if text.isdigit():  # a non-negative JSON int (a string value would be quoted)
+            return int(text)
         try:
             return self._seen[text]
         except KeyError:
@@ -128,15 +135,12 @@ class _Json:
             return value
 
 
-@dataclass(frozen=True)
 class Ignoring:
-    """The ignored checks, as the masks and lists ``summarise`` applies them with."""
+    """The ignored checks, as the mask and lists ``summarise`` applies them with."""
 
-    checks: frozenset[str]
-
-    @property
-    def mask(self) -> int:
-        return sum(BIT[check] for check in self.checks if check in BIT)
+    def __init__(self, checks: Collection[str]) -> None:
+        self.checks = frozenset(checks)
+        self.mask = sum(BIT[check] for check in self.checks if check in BIT)
 
     def unobserved_text(self, mask: int) -> str:
         return dump([check for check in c.ROLLOUT_CHECKS if mask & BIT[check]])
@@ -155,38 +159,37 @@ class _Outcome:
     verdict: str
     findings: str
     unobserved: str
-    issues: dict[str, int] | None  # findings per check; None: none
 
 
-def _issues_of(findings_text: str) -> dict[str, int]:
-    return dict(Counter(finding["check"] for finding in json.loads(findings_text)))
+_CHECK_OF_BIT = {bit: check for check, bit in BIT.items()}
 
 
-def _outcome(row: CompactDigest, ignoring: Ignoring, unobserved_texts: dict[int, str]) -> _Outcome:
+def _outcome(
+    row: CompactDigest,
+    ignoring: Ignoring,
+    unobserved_texts: dict[int, str],
+    issues: Counter[str],
+    parse: _Json,
+) -> _Outcome:
+    """The row with the ignored checks skipped; its findings counted in ``issues``."""
     mask = ignoring.mask
-    touched = (row.finding_mask | row.raised_mask | row.unobserved_mask) & mask
-    if not touched:
-        issues: dict[str, int] | None = None
-        if row.finding_count:
-            single = row.finding_mask & (row.finding_mask - 1) == 0
-            issues = (
-                {c.ROLLOUT_CHECKS[row.finding_mask.bit_length() - 1]: row.finding_count}
-                if single
-                else _issues_of(row.findings)
-            )
-        return _Outcome(row.verdict, row.findings, row.unobserved, issues)
+    if not (row.finding_mask | row.raised_mask | row.unobserved_mask) & mask:
+        if row.issue_counts is not None:
+            check = _CHECK_OF_BIT.get(row.finding_mask)  # one check found them all
+            if check is not None:
+                issues[check] += row.finding_count
+            else:
+                for name, count in parse(row.issue_counts).items():
+                    issues[name] += count
+        return _Outcome(row.verdict, row.findings, row.unobserved)
     kept = [f for f in json.loads(row.findings) if ignoring.kept(f)]
+    issues.update(f["check"] for f in kept)
     unobserved_mask = row.unobserved_mask & ~mask
     unobserved = unobserved_texts.get(unobserved_mask)
     if unobserved is None:
         unobserved = unobserved_texts[unobserved_mask] = ignoring.unobserved_text(unobserved_mask)
     verdict = "unhealthy" if kept else "unobserved" if unobserved_mask else "healthy"
-    return _Outcome(
-        verdict,
-        dump(kept),
-        unobserved,
-        dict(Counter(f["check"] for f in kept)) if kept else None,
-    )
+    return _Outcome(verdict, dump(kept), unobserved)
 
 
 def rollout_outcome(
@@ -194,7 +197,7 @@ def rollout_outcome(
 ) -> tuple[str, list[dict[str, Any]], list[str]]:
     """One record's verdict, verdict-line findings and unobserved checks with ``ignored``
     skipped (no run-level check: they need the run)."""
-    outcome = _outcome(row, Ignoring(frozenset(ignored)), {})
+    outcome = _outcome(row, Ignoring(ignored), {}, Counter(), _Json())
     return outcome.verdict, json.loads(outcome.findings), json.loads(outcome.unobserved)
 
 
@@ -203,21 +206,27 @@ def _with_duplicate(outcome: _Outcome, count: int) -> None:
     body = outcome.findings[1:-1]
     outcome.findings = f"[{body},{finding}]" if body else f"[{finding}]"
     outcome.verdict = "unhealthy"
-    issues = outcome.issues if outcome.issues is not None else {}
-    issues[_DUPLICATE] = issues.get(_DUPLICATE, 0) + 1
-    outcome.issues = issues
+
+
+# Strings json.dumps writes as they are, between quotes.
+_PLAIN = re.compile(r"[A-Za-z0-9 ._:/@+=-]*")
 
 
 def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_text: str) -> bytes:
     rollout_id = row.verdict_rollout_id
     if rollout_id is None:
         rollout_id = f"{task}-{rollout}"
+    quoted = f'"{rollout_id}"' if _PLAIN.fullmatch(rollout_id) else dump(rollout_id)
     stage = "" if row.stage_index is None else f',"stage_index":{row.stage_index}'
     return (
         f'{{"_ng_task_index":{task_text},"_ng_rollout_index":{row.rollout_index},'
-        f'"rollout_id":{dump(rollout_id)},"verdict":"{outcome.verdict}",'
+        f'"rollout_id":{quoted},"verdict":"{outcome.verdict}",'
         f'"findings":{outcome.findings},"unobserved":{outcome.unobserved}{stage}}}\n'
     ).encode()
+
+
+def _sort_part(value: Any) -> tuple[int, Any]:
+    return (0, value) if type(value) is int else sort_part(value)
 
 
 def summarise(
@@ -226,8 +235,9 @@ def summarise(
     """``quality_summary.json`` (as a dict) and the lines of ``rollout_verdicts.jsonl`` for rows
     in export order: the same as ``quality_summary`` and ``verdict_lines`` over the records."""
     parse = _Json()
-    ignoring = Ignoring(frozenset(ignored))
+    ignoring = Ignoring(ignored)
     unobserved_texts: dict[int, str] = {}
+    issues: Counter[str] = Counter()
     tasks: list[Any] = []
     rollouts: list[Any] = []
     stages: list[Any] = []
@@ -236,18 +246,20 @@ def summarise(
         tasks.append(position if row.task_index is None else parse(row.task_index))
         rollouts.append(parse(row.rollout_index))
         stages.append(None if row.stage_index is None else parse(row.stage_index))
-        outcomes.append(_outcome(row, ignoring, unobserved_texts))
+        outcomes.append(_outcome(row, ignoring, unobserved_texts, issues, parse))
     if _DUPLICATE not in ignoring.checks:
         identities = Counter(zip(stages, tasks, rollouts, strict=True))
         for position, identity in enumerate(zip(stages, tasks, rollouts, strict=True)):
             count = identities[identity]
             if count > 1:
                 _with_duplicate(outcomes[position], count)
-    summary = _summary(rows, ignoring, tasks, rollouts, outcomes)
-    order = sorted(
-        range(len(rows)),
-        key=lambda i: (sort_part(tasks[i]), sort_part(rollouts[i]), sort_part(stages[i])),
-    )
+                issues[_DUPLICATE] += 1
+    summary = _summary(rows, ignoring, tasks, rollouts, outcomes, issues)
+    keys = [
+        (_sort_part(tasks[i]), _sort_part(rollouts[i]), _sort_part(stages[i]))
+        for i in range(len(rows))
+    ]
+    order = sorted(range(len(rows)), key=keys.__getitem__)
     lines = [
         _line(
             tasks[i],
@@ -268,36 +280,74 @@ def _task_blocks(
     rollouts: list[Any],
     outcomes: list[_Outcome],
 ) -> tuple[dict[str, Any], dict[str, dict[str, int]], Counter[str]]:
-    by_task: dict[Any, dict[Any, list[int]]] = {}
+    """Per task: its repeats (one per rollout index, copies collapsed as
+    ``summary._repeats`` does) tallied, then the two task checks (``summary.task_findings``)
+    from the tallies."""
+    copies: dict[tuple[Any, Any], list[int]] = {}
+    first_task: dict[Any, Any] = {}  # the first task value seen of each task (dict-key rule)
     for position, task in enumerate(tasks):
-        by_task.setdefault(task, {}).setdefault(rollouts[position], []).append(position)
+        first_task.setdefault(task, task)
+        found = copies.get((task, rollouts[position]))
+        if found is None:
+            copies[(task, rollouts[position])] = [position]
+        else:
+            found.append(position)
+    # task -> [repeats, healthy, unhealthy, unobserved, all policy observed, any success]
+    tallies: dict[Any, list[int]] = {}
+    column = {"healthy": 1, "unhealthy": 2, "unobserved": 3}
+    for (task, _rollout), held in copies.items():
+        if len(held) == 1:
+            row = rows[held[0]]
+            verdict = outcomes[held[0]].verdict
+            observed = bool(row.policy_calls_observed)
+            succeeded = row.successful_model_calls
+        else:
+            verdicts = {outcomes[i].verdict for i in held}
+            verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
+            observed = all(rows[i].policy_calls_observed for i in held)
+            succeeded = max(rows[i].successful_model_calls for i in held)
+        tally = tallies.get(task)
+        if tally is None:
+            tally = tallies[task] = [0, 0, 0, 0, 1, 0]
+        tally[0] += 1
+        tally[column[verdict]] += 1
+        if not observed:
+            tally[4] = 0
+        if succeeded:
+            tally[5] = 1
     coverage = {check: {"evaluated": 0, "unobserved": 0, "ignored": 0} for check in c.TASK_CHECKS}
+    consistent = coverage[c.TASK_CONSISTENTLY_UNHEALTHY]
+    no_success = coverage[c.TASK_NO_SUCCESSFUL_MODEL_CALLS]
+    skip_consistent = c.TASK_CONSISTENTLY_UNHEALTHY in ignoring.checks
+    skip_no_success = c.TASK_NO_SUCCESSFUL_MODEL_CALLS in ignoring.checks
     issues: Counter[str] = Counter()
-    repeats: dict[Any, list[Repeat]] = {}
-    flags: dict[Any, list[str]] = {}
-    for task, copies_by_rollout in by_task.items():
-        found = repeats[task] = []
-        for copies in copies_by_rollout.values():
-            verdicts = {outcomes[i].verdict for i in copies}
-            found.append(
-                Repeat(
-                    verdict=verdicts.pop() if len(verdicts) == 1 else "unobserved",  # type: ignore[arg-type]
-                    policy_calls_observed=all(rows[i].policy_calls_observed for i in copies),
-                    successful_model_calls=max(rows[i].successful_model_calls for i in copies),
-                )
-            )
-        task_flags = task_findings(task, found, ignoring.checks, coverage)
-        flags[task] = [finding.check for finding in task_flags]
-        issues.update(flags[task])
     blocks: dict[str, Any] = {}
-    for task in sorted(repeats, key=task_order):
-        counted = Counter(r.verdict for r in repeats[task])
-        blocks[str(task)] = {
-            "repeats": len(repeats[task]),
-            "healthy": counted["healthy"],
-            "unhealthy": counted["unhealthy"],
-            "unobserved": counted["unobserved"],
-            "flags": flags[task],
+    for task in sorted(tallies, key=task_order):
+        repeats, healthy, unhealthy, unobserved, observed_all, any_success = tallies[task]
+        flags = []
+        if skip_consistent:
+            consistent["ignored"] += 1
+        elif healthy + unhealthy >= 2:
+            consistent["evaluated"] += 1
+            if not healthy:
+                flags.append(c.TASK_CONSISTENTLY_UNHEALTHY)
+        else:
+            consistent["unobserved"] += 1
+        if skip_no_success:
+            no_success["ignored"] += 1
+        elif observed_all:
+            no_success["evaluated"] += 1
+            if not any_success:
+                flags.append(c.TASK_NO_SUCCESSFUL_MODEL_CALLS)
+        else:
+            no_success["unobserved"] += 1
+        issues.update(flags)
+        blocks[str(first_task[task])] = {
+            "repeats": repeats,
+            "healthy": healthy,
+            "unhealthy": unhealthy,
+            "unobserved": unobserved,
+            "flags": flags,
         }
     return blocks, coverage, issues
 
@@ -308,8 +358,10 @@ def _summary(
     tasks: list[Any],
     rollouts: list[Any],
     outcomes: list[_Outcome],
+    issues: Counter[str],
 ) -> dict[str, Any]:
-    blocks, task_coverage, issues = _task_blocks(rows, ignoring, tasks, rollouts, outcomes)
+    blocks, task_coverage, task_issues = _task_blocks(rows, ignoring, tasks, rollouts, outcomes)
+    issues.update(task_issues)
     records = len(rows)
     masks = Counter(row.unobserved_mask for row in rows)
     coverage: dict[str, dict[str, int]] = {}
@@ -328,8 +380,6 @@ def _summary(
     by_status: Counter[str] = Counter()
     for outcome in outcomes:
         verdicts[outcome.verdict] += 1
-        if outcome.issues:
-            issues.update(outcome.issues)
     for row in rows:
         if row.errors_by_status is not None:
             by_status.update(json.loads(row.errors_by_status))

@@ -87,6 +87,7 @@ def upgrade() -> None:
         sa.Column("unobserved_mask", sa.Integer(), nullable=False),
         sa.Column("raised_mask", sa.Integer(), nullable=False),
         sa.Column("finding_count", sa.Integer(), nullable=False),
+        sa.Column("issue_counts", sa.Text(), nullable=True),
         sa.Column("findings", sa.Text(), nullable=False),
         sa.Column("unobserved", sa.Text(), nullable=False),
         sa.Column("capture_observed", sa.Boolean(), nullable=False),
