@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,21 +33,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.areas import default_catalogue, default_projectors
-from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService
-from ledger.areas.observations.events import (
-    OBSERVATIONS_RECORDED,
-    RESULT_RECORDED,
-    ObservationsRecorded,
-)
-from ledger.gym.capture_lines import CaptureExchange
-from ledger.gym.observations import AgentObservationBundle
-from ledger.gym.result import RolloutResult
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
+from tests.support.health_append import append_posts
 from tests.support.health_run import PlannedRollout, generate_run
 
 DESCRIPTION = "quality summary of N rollouts (and a 1,000 selection) vs Gym's run_health_checks"
@@ -63,29 +54,6 @@ print(time.perf_counter() - started)
 """
 
 
-def _append_posts(tx: WriteTransaction, planned: PlannedRollout) -> int:
-    for path, body in planned.posts:
-        what = path.rsplit("/", 1)[1]
-        if what == "model-calls":
-            model = CaptureExchange.model_validate(body)
-            exchange = {key: body.get(key) for key in model.to_line()}
-            exchange["model_call_id"] = exchange.get("model_call_id") or uuid.uuid4().hex
-            captured = ModelCallCaptured(model_call_id=exchange["model_call_id"], exchange=exchange)
-            tx.append(MODEL_CALL_CAPTURED, captured, rollout_id=planned.rollout_id)
-        elif what == "observations":
-            bundle = AgentObservationBundle.model_validate(body)
-            tx.append(
-                OBSERVATIONS_RECORDED,
-                ObservationsRecorded(bundle=bundle),
-                rollout_id=planned.rollout_id,
-            )
-        else:
-            tx.append(
-                RESULT_RECORDED, RolloutResult.model_validate(body), rollout_id=planned.rollout_id
-            )
-    return len(planned.posts)
-
-
 async def seed(url: str, planned: list[PlannedRollout], batch: int = 100) -> float:
     store = LedgerStore(url, default_catalogue(), default_projectors())
     await store.open()
@@ -96,7 +64,7 @@ async def seed(url: str, planned: list[PlannedRollout], batch: int = 100) -> flo
             chunk = planned[first : first + batch]
 
             def command(tx: WriteTransaction, chunk: list[PlannedRollout] = chunk) -> int:
-                return sum(_append_posts(tx, p) for p in chunk)
+                return sum(append_posts(tx, p) for p in chunk)
 
             appended += await store.execute(command)
             if first and first % 20_000 < batch:
