@@ -225,8 +225,13 @@ def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_t
     ).encode()
 
 
+_NO_PART = sort_part(None)
+
+
 def _sort_part(value: Any) -> tuple[int, Any]:
-    return (0, value) if type(value) is int else sort_part(value)
+    if type(value) is int:
+        return (0, value)
+    return _NO_PART if value is None else sort_part(value)
 
 
 def summarise(
@@ -242,11 +247,23 @@ def summarise(
     rollouts: list[Any] = []
     stages: list[Any] = []
     outcomes: list[_Outcome] = []
+    check_of_bit = _CHECK_OF_BIT
     for position, row in enumerate(rows):
         tasks.append(position if row.task_index is None else parse(row.task_index))
         rollouts.append(parse(row.rollout_index))
         stages.append(None if row.stage_index is None else parse(row.stage_index))
-        outcomes.append(_outcome(row, ignoring, unobserved_texts, issues, parse))
+        if ignoring.mask:
+            outcomes.append(_outcome(row, ignoring, unobserved_texts, issues, parse))
+            continue
+        # No rollout check ignored (the usual case): the row as stored, inlined.
+        outcomes.append(_Outcome(row.verdict, row.findings, row.unobserved))
+        if row.issue_counts is not None:
+            check = check_of_bit.get(row.finding_mask)
+            if check is not None:
+                issues[check] += row.finding_count
+            else:
+                for name, count in parse(row.issue_counts).items():
+                    issues[name] += count
     if _DUPLICATE not in ignoring.checks:
         identities = Counter(zip(stages, tasks, rollouts, strict=True))
         for position, identity in enumerate(zip(stages, tasks, rollouts, strict=True)):
@@ -285,11 +302,12 @@ def _task_blocks(
     from the tallies."""
     copies: dict[tuple[Any, Any], list[int]] = {}
     first_task: dict[Any, Any] = {}  # the first task value seen of each task (dict-key rule)
-    for position, task in enumerate(tasks):
-        first_task.setdefault(task, task)
-        found = copies.get((task, rollouts[position]))
+    for position, pair in enumerate(zip(tasks, rollouts, strict=True)):
+        if pair[0] not in first_task:
+            first_task[pair[0]] = pair[0]
+        found = copies.get(pair)
         if found is None:
-            copies[(task, rollouts[position])] = [position]
+            copies[pair] = [position]
         else:
             found.append(position)
     # task -> [repeats, healthy, unhealthy, unobserved, all policy observed, any success]
@@ -376,39 +394,51 @@ def _summary(
                 "ignored": 0,
             }
     coverage.update(task_coverage)
-    verdicts: Counter[str] = Counter()
+    verdicts = Counter(outcome.verdict for outcome in outcomes)
     by_status: Counter[str] = Counter()
-    for outcome in outcomes:
-        verdicts[outcome.verdict] += 1
-    for row in rows:
+    captures = errors = affected = ended = replayed = replaying = 0
+    prompt = completion = capture_prompt = capture_completion = 0
+    for row in rows:  # one pass: the stats' sums
+        if row.capture_observed:
+            captures += 1
+        if row.model_call_errors:
+            errors += row.model_call_errors
+            affected += 1
         if row.errors_by_status is not None:
-            by_status.update(json.loads(row.errors_by_status))
+            for status, count in json.loads(row.errors_by_status).items():
+                by_status[status] += count
+        if row.ended_on_error:
+            ended += 1
+        if row.duplicated_calls:
+            replayed += row.duplicated_calls
+            replaying += 1
+        prompt += row.transcript_prompt_tokens
+        completion += row.transcript_completion_tokens
+        capture_prompt += row.capture_prompt_tokens
+        capture_completion += row.capture_completion_tokens
     return {
         "run": {
             "ignored_checks": sorted(ignoring.checks),
             "artifacts": {
                 "records": records,
-                "captures": sum(row.capture_observed for row in rows),
+                "captures": captures,
                 "coverage": coverage,
             },
             "verdicts": {key: verdicts[key] for key in ("healthy", "unhealthy", "unobserved")},
             "issues": {check: issues[check] for check in c.ALL_CHECKS},
             "stats": {
                 "model_call_errors": {
-                    "total": sum(row.model_call_errors for row in rows),
+                    "total": errors,
                     "by_status": dict(sorted(by_status.items())),
-                    "rollouts_affected": sum(bool(row.model_call_errors) for row in rows),
-                    "ended_on_error": sum(row.ended_on_error for row in rows),
+                    "rollouts_affected": affected,
+                    "ended_on_error": ended,
                 },
-                "duplicated_calls": {
-                    "replayed": sum(row.duplicated_calls for row in rows),
-                    "rollouts": sum(bool(row.duplicated_calls) for row in rows),
-                },
+                "duplicated_calls": {"replayed": replayed, "rollouts": replaying},
                 "tokens": {
-                    "prompt": sum(row.transcript_prompt_tokens for row in rows),
-                    "completion": sum(row.transcript_completion_tokens for row in rows),
-                    "capture_prompt": sum(row.capture_prompt_tokens for row in rows),
-                    "capture_completion": sum(row.capture_completion_tokens for row in rows),
+                    "prompt": prompt,
+                    "completion": completion,
+                    "capture_prompt": capture_prompt,
+                    "capture_completion": capture_completion,
                 },
             },
         },
