@@ -113,12 +113,12 @@ def wait_for_health_findings(server: ServerProcess, timeout: float = 120.0) -> N
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         metrics = httpx.get(f"{server.base_url}/metrics", timeout=10).text
-        counts = {
+        counts: dict[str, float] = {
             line.split()[0]: float(line.split()[1])
             for line in metrics.splitlines()
             if line.startswith(("ledger_rollouts_by_verdict", "ledger_health_findings_behind"))
         }
-        if counts.get("ledger_health_findings_behind_rollouts") == 0 and sum(counts.values()):
+        if counts.get("ledger_health_findings_behind_rollouts") == 0 and sum(counts.values()) > 0:
             return
         time.sleep(0.2)
     raise AssertionError(f"the health follower did not catch up in {timeout} s")
