@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger.areas.health import findings_store
 from ledger.areas.health.findings_store import DIGEST_COLUMNS, DIGEST_SELECT, StoredRecordRow
+from ledger.areas.health.queries import snapshot
 from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.tables import observation_records
 
@@ -37,6 +38,7 @@ async def verify_findings(engine: AsyncEngine, *, page: int = PAGE) -> FindingsR
     after = ""
     while True:
         async with engine.connect() as conn, conn.begin():
+            await snapshot(conn)  # the rows and the records they are checked against, together
             rows = (
                 await conn.execute(
                     select(

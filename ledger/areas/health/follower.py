@@ -20,6 +20,7 @@ import time
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.health import findings_store
+from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -85,6 +86,7 @@ class HealthFollower:
             await self._resume()
         assert self._high_water is not None
         async with self._store.read() as conn:
+            await snapshot(conn)  # each record's seq and text from one snapshot
             records = await findings_store.changed_records(
                 conn, after_seq=self._high_water, limit=self._page_size
             )
