@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -256,3 +258,17 @@ async def test_the_apps_own_follower_keeps_up(app: FastAPI, client: httpx.AsyncC
         await asyncio.sleep(0.05)
     assert report.computed_on_read == 0
     assert report.summary == expected_report(await exported(client)).summary
+
+
+async def test_the_documented_examples_run(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """Every SQL example of docs/sql.md's Health section runs on this backend."""
+    ledger, follower = await _paused(app)
+    await write_run(client, generate_run(20, seed=13))
+    await follower.catch_up()
+    section = (Path(__file__).parents[2] / "docs" / "sql.md").read_text().split("## Health")[1]
+    examples = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+    assert len(examples) == 3
+    for example in examples:
+        await _sql(ledger, example.strip().rstrip(";"))
+    checks = await _sql(ledger, examples[1].strip().rstrip(";"))
+    assert checks and all(row.findings >= row.rollouts for row in checks)
