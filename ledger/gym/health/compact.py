@@ -300,38 +300,33 @@ def _task_blocks(
     """Per task: its repeats (one per rollout index, copies collapsed as
     ``summary._repeats`` does) tallied, then the two task checks (``summary.task_findings``)
     from the tallies."""
-    copies: dict[tuple[Any, Any], list[int]] = {}
-    first_task: dict[Any, Any] = {}  # the first task value seen of each task (dict-key rule)
-    for position, pair in enumerate(zip(tasks, rollouts, strict=True)):
-        if pair[0] not in first_task:
-            first_task[pair[0]] = pair[0]
-        found = copies.get(pair)
-        if found is None:
-            copies[pair] = [position]
-        else:
-            found.append(position)
-    # task -> [repeats, healthy, unhealthy, unobserved, all policy observed, any success]
-    tallies: dict[Any, list[int]] = {}
+    # task -> [repeats, healthy, unhealthy, unobserved, all policy observed, any success];
+    # keyed by each task's first value, in first-seen order (a dict's rule, as in summary.py).
+    tallies: dict[Any, list[int]] = {task: [0, 0, 0, 0, 1, 0] for task in dict.fromkeys(tasks)}
     column = {"healthy": 1, "unhealthy": 2, "unobserved": 3}
-    for (task, _rollout), held in copies.items():
-        if len(held) == 1:
-            row = rows[held[0]]
-            verdict = outcomes[held[0]].verdict
-            observed = bool(row.policy_calls_observed)
-            succeeded = row.successful_model_calls
+    pairs = list(zip(tasks, rollouts, strict=True))
+    per_pair = Counter(pairs)
+    copies: dict[tuple[Any, Any], list[int]] = {}
+    for position, pair in enumerate(pairs):
+        if per_pair[pair] == 1:  # the common case: one record per (task, rollout)
+            row = rows[position]
+            tally = tallies[pair[0]]
+            tally[0] += 1
+            tally[column[outcomes[position].verdict]] += 1
+            if not row.policy_calls_observed:
+                tally[4] = 0
+            if row.successful_model_calls:
+                tally[5] = 1
         else:
-            verdicts = {outcomes[i].verdict for i in held}
-            verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
-            observed = all(rows[i].policy_calls_observed for i in held)
-            succeeded = max(rows[i].successful_model_calls for i in held)
-        tally = tallies.get(task)
-        if tally is None:
-            tally = tallies[task] = [0, 0, 0, 0, 1, 0]
+            copies.setdefault(pair, []).append(position)
+    for (task, _rollout), held in copies.items():
+        verdicts = {outcomes[i].verdict for i in held}
+        tally = tallies[task]
         tally[0] += 1
-        tally[column[verdict]] += 1
-        if not observed:
+        tally[column[verdicts.pop() if len(verdicts) == 1 else "unobserved"]] += 1
+        if not all(rows[i].policy_calls_observed for i in held):
             tally[4] = 0
-        if succeeded:
+        if max(rows[i].successful_model_calls for i in held):
             tally[5] = 1
     coverage = {check: {"evaluated": 0, "unobserved": 0, "ignored": 0} for check in c.TASK_CHECKS}
     consistent = coverage[c.TASK_CONSISTENTLY_UNHEALTHY]
@@ -360,7 +355,7 @@ def _task_blocks(
         else:
             no_success["unobserved"] += 1
         issues.update(flags)
-        blocks[str(first_task[task])] = {
+        blocks[str(task)] = {
             "repeats": repeats,
             "healthy": healthy,
             "unhealthy": unhealthy,
