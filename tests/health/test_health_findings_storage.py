@@ -104,3 +104,20 @@ async def test_0009_down_and_up_with_data(empty_database_url: str) -> None:
     assert await _on(url, _rows) == []
     assert await _seed_and_follow(url, 0) == len(before)
     assert await _on(url, _rows) == before
+
+
+def test_rows_of_deleted_rollouts_are_counted_then_removed(database_url: str) -> None:
+    asyncio.run(_seed_and_follow(database_url, 10))
+
+    def orphan(conn: Connection) -> None:
+        row = conn.execute(select(health_findings).limit(1)).mappings().one()
+        conn.execute(health_findings.insert().values({**row, "rollout_id": "gone-0"}))
+
+    asyncio.run(_on(database_url, orphan, write=True))
+    result = invoke(database_url, "verify")
+    assert result.exit_code == 0, result.output
+    assert "1 of deleted rollouts" in result.stdout
+    asyncio.run(_seed_and_follow(database_url, 0))  # a follower resuming removes it
+    ids = {row[0] for row in asyncio.run(_on(database_url, _rows))}
+    assert ids and "gone-0" not in ids
+    assert "0 of deleted rollouts" in invoke(database_url, "verify").stdout

@@ -113,14 +113,22 @@ def write_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> int:
     return written
 
 
-def delete_orphans(conn: Connection) -> int:
+def _orphaned() -> Any:
     """Rows of rollouts that no longer have a record (deleted)."""
-    orphaned = (
-        ~select(observation_records.c.rollout_id)
+    return ~(
+        select(observation_records.c.rollout_id)
         .where(observation_records.c.rollout_id == health_findings.c.rollout_id)
         .exists()
     )
-    return int(conn.execute(delete(health_findings).where(orphaned)).rowcount or 0)
+
+
+async def count_orphans(conn: AsyncConnection) -> int:
+    query = select(func.count()).select_from(health_findings).where(_orphaned())
+    return int((await conn.execute(query)).scalar_one())
+
+
+def delete_orphans(conn: Connection) -> int:
+    return int(conn.execute(delete(health_findings).where(_orphaned())).rowcount or 0)
 
 
 async def high_water(conn: AsyncConnection) -> int:

@@ -118,7 +118,10 @@ class HealthFollower:
         def command(tx: WriteTransaction) -> int:
             return findings_store.delete_orphans(tx.conn)
 
-        await self._store.execute(command)
+        async with self._store.read() as conn:
+            orphans = await findings_store.count_orphans(conn)
+        if orphans:  # a writer command only when there is something to remove
+            await self._store.execute(command)
         async with self._store.read() as conn:
             self._high_water = await findings_store.high_water(conn)
 
