@@ -9,6 +9,7 @@ import fnmatch
 import json
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,24 @@ def same_perf(ours: Any, theirs: dict[str, Any] | None) -> None:
         assert [(k, type(v)) for k, v in ours.items()] == [(k, type(v)) for k, v in theirs.items()]
 
 
+def wait_for_health_findings(server: ServerProcess, timeout: float = 120.0) -> None:
+    """Until the server's health follower has a current row for every record (its gauge), so
+    the ledger's answers below come from ``health_findings`` (the freshness rule's fallback,
+    checking on read, is what the other legs of the suite see most)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        metrics = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+        counts: dict[str, float] = {
+            line.split()[0]: float(line.split()[1])
+            for line in metrics.splitlines()
+            if line.startswith(("ledger_rollouts_by_verdict", "ledger_health_findings_behind"))
+        }
+        if counts.get("ledger_health_findings_behind_rollouts") == 0 and sum(counts.values()) > 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the health follower did not catch up in {timeout} s")
+
+
 def test_gym_and_the_ledger_agree_on_a_generated_run(
     ledger_server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -112,6 +131,7 @@ def test_gym_and_the_ledger_agree_on_a_generated_run(
     server = ledger_server
     planned = generate_run(ROLLOUTS, seed=12)
     write_run(server, planned)
+    wait_for_health_findings(server)
     export = tmp_path / "rollouts.jsonl"
     ledger_cli(server, "export", "--output", str(export))
     latest = {p.rollout_id for p in planned if not p.superseded}

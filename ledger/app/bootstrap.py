@@ -15,6 +15,7 @@ from ledger.app.core_service import CoreService
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
+from ledger.areas.health.follower import HealthFollower
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.log.errors import UnsafeConfiguration
@@ -67,10 +68,13 @@ class Ledger:
     observations: ObservationService
     mirror: MirrorFollower | None = None
     followers: list[CaptureDirFollower] = field(default_factory=list)
+    health: HealthFollower | None = None
 
     async def close(self) -> None:
         for follower in self.followers:
             await follower.stop()
+        if self.health is not None:
+            await self.health.stop()
         if self.mirror is not None:
             await self.mirror.stop()
         await self.store.close()
@@ -123,6 +127,9 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     ]
     for follower in followers:
         await follower.start()
+    health = HealthFollower(store, metrics=metrics) if settings.health_findings_enabled else None
+    if health is not None:
+        await health.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
@@ -134,4 +141,5 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         observations=ObservationService(store),
         mirror=mirror,
         followers=followers,
+        health=health,
     )

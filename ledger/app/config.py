@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     events_page_max: int = Field(default=1000, ge=1)
     mirror_enabled: bool = True
+    # The health follower (areas/health/follower.py) keeps health_findings current in serve.
+    health_findings_enabled: bool = True
     # `ledger sql`: a query left running pins a read snapshot (the WAL grows behind it).
     sql_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
     sql_max_rows: int = Field(default=10_000, ge=1)

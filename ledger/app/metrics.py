@@ -78,6 +78,25 @@ class LedgerMetrics:
             registry=self.registry,
         )
 
+        # The health follower (areas/health/follower.py): each rollout's own verdict (no
+        # check ignored, before the run-level checks), from health_findings.
+        self.rollouts_by_verdict = Gauge(
+            "ledger_rollouts_by_verdict",
+            "Rollouts by their health verdict (rows current with their record)",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self.health_findings_behind = Gauge(
+            "ledger_health_findings_behind_rollouts",
+            "Rollouts whose health findings are missing or older than their record",
+            registry=self.registry,
+        )
+
+    def set_health_verdicts(self, by_verdict: dict[str, int], behind: int) -> None:
+        for verdict, count in by_verdict.items():
+            self.rollouts_by_verdict.labels(verdict=verdict).set(count)
+        self.health_findings_behind.set(behind)
+
     def observe_batch(self, size: int, commit_seconds: float, events: int) -> None:
         self.batch_size.observe(size)
         self.commit_seconds.observe(commit_seconds)

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.app.cli.common import err
 from ledger.app.config import Settings
+from ledger.areas.health.findings_verify import verify_findings
 from ledger.log.engines import create_async_db_engine
 from ledger.log.queries import head_seq
 from ledger.log.verify import verify_chain, verify_projections
@@ -86,6 +87,19 @@ async def run_verify(settings: Settings, *, skip_projections: bool) -> bool:
                 f"ok   projections: identical to a rebuild from seq 0 ({report.events} events "
                 f"in {seconds:.2f} s, {_rate(report.events, seconds)})"
             )
-        return report.ok
+        if not report.ok:
+            return False
+        started = time.perf_counter()
+        findings = await verify_findings(engine)
+        seconds = time.perf_counter() - started
+        for difference in findings.differences:
+            click.echo(f"FAIL {difference}")
+        if findings.ok:
+            click.echo(
+                f"ok   health findings: {findings.checked} current rows equal their records "
+                f"checked again ({findings.behind} behind, checked on read; "
+                f"{findings.orphaned} of deleted rollouts) in {seconds:.2f} s"
+            )
+        return findings.ok
     finally:
         await engine.dispose()

@@ -109,7 +109,7 @@ def write_reports(report: SelectionReport, output_dir: Path) -> tuple[Path, Path
 
 
 def render(report: SelectionReport, console: Console) -> None:
-    run = report.report.summary["run"]
+    run = report.summary["run"]
     counts = report.counts
     verdicts = run["verdicts"]
     console.print(
@@ -175,7 +175,10 @@ def health(
     ignore: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Gym's rollout health checks over the selected rollouts' stored records."""
+    """Gym's rollout health checks over the selected rollouts' stored records.
+
+    Each rollout's findings come from health_findings (kept by ledger serve) when they are as
+    new as its record; other records are checked now. Same files either way."""
     selection = _selection(ids, since, until, task_id, attempts)
     ignored = [part for value in ignore for part in value.split(",")]
     report = _with_service(ctx, lambda service: service.report(selection, ignored))

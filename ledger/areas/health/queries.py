@@ -11,9 +11,12 @@ from sqlalchemy import Select, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.areas.health.findings_store import DIGEST_SELECT, digest_of
 from ledger.areas.health.selection import Selection, glob_to_like, literal_prefix
+from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.tables import observation_records
+from ledger.gym.health.compact import CompactDigest
 from ledger.log.tables import rollouts
 
 PAGE_SIZE = 1000
@@ -29,12 +32,21 @@ PERF_COLUMNS = (
 )
 
 
-def _selected(query: Select[Any], selection: Selection, conn: AsyncConnection) -> Select[Any]:
-    query = query.select_from(
-        observation_records.join(
-            rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
-        )
+def _selected(
+    query: Select[Any],
+    selection: Selection,
+    conn: AsyncConnection,
+    *,
+    with_findings: bool = False,
+) -> Select[Any]:
+    source = observation_records.join(
+        rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
     )
+    if with_findings:
+        source = source.outerjoin(
+            health_findings, health_findings.c.rollout_id == observation_records.c.rollout_id
+        )
+    query = query.select_from(source)
     if selection.ids is not None:
         column = observation_records.c.rollout_id
         query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
@@ -64,6 +76,64 @@ async def selected_ids(conn: AsyncConnection, selection: Selection) -> list[str]
     query = _selected(select(observation_records.c.rollout_id), selection, conn)
     rows = await conn.execute(query.order_by(observation_records.c.last_seq))
     return [row.rollout_id for row in rows if selection.matches(row.rollout_id)]
+
+
+@dataclass(frozen=True)
+class SelectedRow:
+    """A selected rollout, and its stored findings when they are as new as its record."""
+
+    rollout_id: str
+    last_seq: int
+    digest: CompactDigest | None  # None: missing or stale, check the record on read
+
+
+async def selected_rows(conn: AsyncConnection, selection: Selection) -> list[SelectedRow]:
+    """Every selected rollout in export order, with its findings row when fresh."""
+    query = _selected(
+        select(
+            observation_records.c.rollout_id,
+            observation_records.c.last_seq,
+            health_findings.c.last_seq.label("findings_seq"),
+            *DIGEST_SELECT,
+        ),
+        selection,
+        conn,
+        with_findings=True,
+    ).order_by(observation_records.c.last_seq)
+    result = await conn.execute(query)
+    selected = []
+    for row in result.tuples():
+        if not selection.matches(row[0]):
+            continue
+        fresh = row[2] is not None and row[2] == row[1]
+        selected.append(SelectedRow(row[0], row[1], digest_of(row, 3) if fresh else None))
+    return selected
+
+
+async def read_one_with_findings(
+    conn: AsyncConnection, rollout_id: str
+) -> tuple[int, CompactDigest | None] | None:
+    """The record's last_seq and its findings row when fresh; None without a record."""
+    row = (
+        await conn.execute(
+            select(
+                observation_records.c.last_seq,
+                health_findings.c.last_seq.label("findings_seq"),
+                *DIGEST_SELECT,
+            )
+            .select_from(
+                observation_records.outerjoin(
+                    health_findings,
+                    health_findings.c.rollout_id == observation_records.c.rollout_id,
+                )
+            )
+            .where(observation_records.c.rollout_id == rollout_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    fresh = row[1] is not None and row[1] == row[0]
+    return int(row[0]), digest_of(tuple(row), 2) if fresh else None
 
 
 @dataclass(frozen=True)

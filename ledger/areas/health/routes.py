@@ -76,7 +76,7 @@ async def run_health(
     report = await service.report(selection, _split(ignore))
     return {
         "selection": {**selection.describe(), **report.counts.public()},
-        "quality_summary": report.report.summary,
+        "quality_summary": report.summary,
     }
 
 

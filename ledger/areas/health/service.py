@@ -1,6 +1,10 @@
 """Run-level answers over the stored records: one rollout's health, the quality summary and
-the verdict lines of a selection, its perf summary. Computed on read from the records the
-ledger serves (so an answer is never older than the records it reads), in one snapshot."""
+the verdict lines of a selection, its perf summary, each in one snapshot.
+
+Freshness rule: a rollout's ``health_findings`` row is used only when its ``last_seq`` equals
+its record's (the follower computed it from that very record); a missing or stale row is
+computed on read from the record. So an answer is never older than the records it reads,
+however far behind the follower is; the rows only make it fast."""
 
 from __future__ import annotations
 
@@ -12,18 +16,16 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.areas.health import queries
+from ledger.areas.health import findings_store, queries
 from ledger.areas.health.selection import Selection, superseded_attempts
 from ledger.gym.health.catalogue import UnknownCheck, normalize_ignored_checks
-from ledger.gym.health.evaluate import RolloutDigest, evaluate
-from ledger.gym.health.facts import record_facts
-from ledger.gym.health.run import HealthReport
-from ledger.gym.health.summary import (
-    mark_duplicates,
-    quality_summary,
-    summary_bytes,
-    verdict_lines,
+from ledger.gym.health.compact import (
+    CompactDigest,
+    compact_digest,
+    rollout_outcome,
+    summarise,
 )
+from ledger.gym.health.summary import summary_bytes
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.perf_summary import perf_summary
 from ledger.log.errors import BadRequest, NotFound
@@ -61,17 +63,39 @@ class SelectionCounts:
 class SelectionReport:
     selection: Selection
     counts: SelectionCounts
-    report: HealthReport
+    summary: dict[str, Any]  # quality_summary.json
+    lines: list[bytes]  # rollout_verdicts.jsonl, in Gym's order
+    computed_on_read: int  # rollouts whose findings row was missing or stale
 
     def summary_bytes(self) -> bytes:
-        return summary_bytes(self.report.summary)
+        return summary_bytes(self.summary)
 
     def verdict_lines(self) -> list[bytes]:
-        return list(verdict_lines(self.report.digests))
+        return self.lines
 
 
 def _superseded(selection: Selection, rollout_ids: list[str]) -> set[str]:
     return set() if selection.attempts == "all" else superseded_attempts(rollout_ids)
+
+
+def _one_rollout(
+    rollout_id: str, last_seq: int, digest: CompactDigest, ignore: tuple[str, ...]
+) -> dict[str, Any]:
+    """The route's answer from a compact digest (the subject's default task index is 0: the
+    record checked alone)."""
+    verdict, findings, unobserved = rollout_outcome(digest, ignore)
+    task = 0 if digest.task_index is None else json.loads(digest.task_index)
+    subject = {"_ng_task_index": task, "_ng_rollout_index": json.loads(digest.rollout_index)}
+    return {
+        "rollout_id": rollout_id,
+        "last_seq": last_seq,
+        "verdict": verdict,
+        "findings": [
+            {"check": finding["check"], "subject": subject, **finding} for finding in findings
+        ],
+        "unobserved": unobserved,
+        "ignored_checks": sorted(ignore),
+    }
 
 
 class HealthService:
@@ -84,45 +108,38 @@ class HealthService:
         validate_rollout_id(rollout_id)
         ignore = ignored_checks(ignored)
         async with self._read() as conn:
-            stored = await queries.read_one(conn, rollout_id)
-        if stored is None:
+            found = await queries.read_one_with_findings(conn, rollout_id)
+            digest = None if found is None else found[1]
+            if found is not None and digest is None:
+                text = (await findings_store.records_by_id(conn, [rollout_id])).get(rollout_id)
+                digest = None if text is None else compact_digest(json.loads(text))
+        if found is None or digest is None:
             raise NotFound(f"rollout {rollout_id!r} has no record to check")
-        digest = evaluate(
-            record_facts(json.loads(stored.text), 0, canonical_trajectory=True), ignore
-        )
-        return {
-            "rollout_id": rollout_id,
-            "last_seq": stored.last_seq,
-            "verdict": digest.verdict,
-            "findings": [finding.public() for finding in digest.findings],
-            "unobserved": list(digest.unobserved),
-            "ignored_checks": sorted(ignore),
-        }
+        return _one_rollout(rollout_id, found[0], digest, ignore)
 
     async def report(self, selection: Selection, ignored: Sequence[str] = ()) -> SelectionReport:
         ignore = ignored_checks(ignored)
-        # Two passes in one snapshot: the ids (to know which attempts are superseded), then
-        # the records, each checked as it arrives (only its digest is kept).
         async with self._read() as conn:
             await queries.snapshot(conn)
-            ids = await queries.selected_ids(conn, selection)
-            excluded = _superseded(selection, ids)
-            facts: list[RolloutDigest] = []
-            async for stored in queries.selected_records(conn, selection):
-                if stored.rollout_id not in excluded:
-                    facts.append(
-                        evaluate(
-                            record_facts(
-                                json.loads(stored.text), len(facts), canonical_trajectory=True
-                            ),
-                            ignore,
-                        )
-                    )
-        digests = mark_duplicates(facts, ignore)
+            selected = await queries.selected_rows(conn, selection)
+            excluded = _superseded(selection, [row.rollout_id for row in selected])
+            kept = [row for row in selected if row.rollout_id not in excluded]
+            # The freshness rule: rows the follower has not (re)computed are checked here.
+            stale = [row.rollout_id for row in kept if row.digest is None]
+            texts = await findings_store.records_by_id(conn, stale)
+        computed = {
+            rollout_id: compact_digest(json.loads(texts[rollout_id])) for rollout_id in stale
+        }
+        digests = [
+            row.digest if row.digest is not None else computed[row.rollout_id] for row in kept
+        ]
+        summary, lines = summarise(digests, ignore)
         return SelectionReport(
             selection=selection,
-            counts=SelectionCounts(len(ids), len(excluded)),
-            report=HealthReport(digests, quality_summary(digests, ignore), ignore),
+            counts=SelectionCounts(len(selected), len(excluded)),
+            summary=summary,
+            lines=lines,
+            computed_on_read=len(stale),
         )
 
     async def perf(self, selection: Selection) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def task_findings(
     return findings
 
 
-def _task_order(value: Any) -> tuple[bool, str]:
+def task_order(value: Any) -> tuple[bool, str]:
     return (isinstance(value, str), str(value))
 
 
@@ -122,7 +122,7 @@ def quality_summary(digests: Sequence[RolloutDigest], ignored: Collection[str]) 
     issues.update(finding.check for found in flags.values() for finding in found)
 
     tasks: dict[str, Any] = {}
-    for task in sorted(repeats, key=_task_order):
+    for task in sorted(repeats, key=task_order):
         counted = Counter(r.verdict for r in repeats[task])
         tasks[str(task)] = {
             "repeats": len(repeats[task]),
@@ -164,14 +164,19 @@ def quality_summary(digests: Sequence[RolloutDigest], ignored: Collection[str]) 
     }
 
 
-def _part(value: Any) -> tuple[int, Any]:
+def sort_part(value: Any) -> tuple[int, Any]:
     # bool is an int here, as in Gym's sort.
     return (0, value) if isinstance(value, int) else (1, str(value))
 
 
 def verdict_order(digests: Iterable[RolloutDigest]) -> list[RolloutDigest]:
     return sorted(
-        digests, key=lambda d: (_part(d.task_index), _part(d.rollout_index), _part(d.stage_index))
+        digests,
+        key=lambda d: (
+            sort_part(d.task_index),
+            sort_part(d.rollout_index),
+            sort_part(d.stage_index),
+        ),
     )
 
 

@@ -1,0 +1,146 @@
+"""The health follower: keeps ``health_findings`` current right after the append, off the
+writer's critical section.
+
+It tails ``observation_records`` by ``last_seq`` (every change to a record raises it), checks
+each changed record on a worker thread, and writes a page of rows as one writer command. A
+record that changes several times between two polls is checked once. The appends never wait
+for it: a reader that finds a row missing or older than the record checks the record itself
+(service.py), so the follower only decides how fast answers are, never what they say.
+
+On start it resumes from the highest ``last_seq`` stored (pages are written in ``last_seq``
+order, one transaction each) and drops the rows of deleted rollouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from ledger.app.metrics import LedgerMetrics
+from ledger.areas.health import findings_store
+from ledger.areas.health.queries import snapshot
+from ledger.log.store import LedgerStore
+from ledger.log.transaction import WriteTransaction
+
+log = logging.getLogger(__name__)
+
+
+class HealthFollower:
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        metrics: LedgerMetrics | None = None,
+        page_size: int = 500,
+        poll_seconds: float = 0.2,
+        retry_seconds: float = 1.0,
+        report_seconds: float = 5.0,
+        stop_seconds: float = 10.0,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._page_size = page_size
+        self._poll_seconds = poll_seconds
+        self._retry_seconds = retry_seconds
+        self._report_seconds = report_seconds
+        self._stop_seconds = stop_seconds
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._high_water: int | None = None
+        self._reported_at = 0.0
+        self._unreported = True
+        self.checked = 0  # records checked since start (tests, benchmarks)
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopping = asyncio.Event()
+            self._task = asyncio.create_task(self._run(), name="ledger-health-follower")
+
+    async def stop(self) -> None:
+        """Let the current step finish (a read cancelled mid-query would leave the driver's
+        thread working for a closed loop); cancel only after ``stop_seconds``."""
+        if self._task is None:
+            return
+        self._stopping.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self._stop_seconds)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._task = None
+
+    async def catch_up(self) -> int:
+        """Check every record changed since the last step; the number checked."""
+        before = self.checked
+        while await self.step():
+            pass
+        await self.report()
+        return self.checked - before
+
+    async def step(self) -> bool:
+        """One page: False when nothing had changed."""
+        if self._high_water is None:
+            await self._resume()
+        assert self._high_water is not None
+        async with self._store.read() as conn:
+            await snapshot(conn)  # each record's seq and text from one snapshot
+            records = await findings_store.changed_records(
+                conn, after_seq=self._high_water, limit=self._page_size
+            )
+        if not records:
+            return False
+        rows = await asyncio.to_thread(findings_store.computed_rows, records)
+
+        def command(tx: WriteTransaction) -> int:
+            return findings_store.write_rows(tx.conn, rows)
+
+        await self._store.execute(command)
+        self._high_water = records[-1].last_seq
+        self.checked += len(records)
+        self._unreported = True
+        return True
+
+    async def report(self) -> None:
+        """The verdict gauges, from the table (a GROUP BY, at most every ``report_seconds``
+        while the follower is busy)."""
+        if self._metrics is None or not self._unreported:
+            return
+        async with self._store.read() as conn:
+            counts = await findings_store.verdict_counts(conn)
+        self._metrics.set_health_verdicts(counts.by_verdict, counts.behind)
+        self._reported_at = time.monotonic()
+        self._unreported = False
+
+    async def _resume(self) -> None:
+        def command(tx: WriteTransaction) -> int:
+            return findings_store.delete_orphans(tx.conn)
+
+        async with self._store.read() as conn:
+            orphans = await findings_store.count_orphans(conn)
+        if orphans:  # a writer command only when there is something to remove
+            await self._store.execute(command)
+        async with self._store.read() as conn:
+            self._high_water = await findings_store.high_water(conn)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                applied = await self.step()
+                if not applied or time.monotonic() - self._reported_at >= self._report_seconds:
+                    await self.report()
+                if not applied:
+                    await self._pause(self._poll_seconds)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The database failed us: resume from what is stored (rows are exact either way).
+                log.exception("health follower failed; resuming from the stored rows")
+                self._high_water = None
+                await self._pause(self._retry_seconds)

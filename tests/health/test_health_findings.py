@@ -1,0 +1,274 @@
+"""health_findings, the health follower and the freshness rule, on both backends: answers from
+the stored rows equal the rules over the export (every ignored-check case, attempts, records
+without a task index); a record changed after its row was computed is checked on read; the
+SQL views and the verdict gauges agree with the routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from ledger.app.bootstrap import Ledger
+from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.selection import Selection
+from ledger.areas.health.service import HealthService
+from ledger.gym.health.catalogue import ALL_CHECKS
+from ledger.gym.health.compact import compact_digest, summarise
+from ledger.gym.health.evaluate import evaluate
+from ledger.gym.health.facts import record_facts
+from ledger.gym.health.run import check_records
+from ledger.gym.health.summary import summary_bytes, verdict_lines
+from tests.health.support import expected_report, exported, write_run
+from tests.support.health_run import generate_run
+
+RUN = 60
+IGNORED_CASES: list[list[str]] = [
+    [],
+    ["model_call_failed"],
+    ["check_execution_error"],
+    ["rollout_duplicate_identity", "task_consistently_unhealthy"],
+    ["record_unreadable", "trajectory_capture_mismatch", "task_no_successful_model_calls"],
+    list(ALL_CHECKS),
+]
+
+
+async def _paused(app: FastAPI) -> tuple[Ledger, HealthFollower]:
+    """The app's ledger with its own follower stopped, and a follower the test steps."""
+    ledger: Ledger = app.state.ledger
+    if ledger.health is not None:
+        await ledger.health.stop()
+    return ledger, HealthFollower(ledger.store, metrics=ledger.metrics)
+
+
+def _records(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines]
+
+
+async def test_compact_digests_give_the_rules_files_for_every_ignored_case(
+    client: httpx.AsyncClient,
+) -> None:
+    """The exported records shuffled, some copied (duplicate identities) and some without
+    ``_ng_task_index`` (a positional default task index and verdict-line id)."""
+    await write_run(client, generate_run(RUN, seed=4))
+    records = _records(await exported(client))
+    shuffled = random.Random(5)
+    for record in records[::7]:
+        record.pop("_ng_task_index", None)
+    records = records + [dict(r) for r in shuffled.sample(records, len(records) // 5)]
+    shuffled.shuffle(records)
+    digests = [compact_digest(record) for record in records]
+    for ignored in IGNORED_CASES:
+        expected = check_records(records, ignored)
+        summary, lines = summarise(digests, expected.ignored)
+        assert summary_bytes(summary) == summary_bytes(expected.summary), ignored
+        assert b"".join(lines) == b"".join(verdict_lines(expected.digests)), ignored
+
+
+async def test_rows_answer_exactly_once_the_follower_caught_up(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    ledger, follower = await _paused(app)
+    await write_run(client, generate_run(RUN, seed=4))
+    assert await follower.catch_up() > 0
+    lines = await exported(client)
+    service = HealthService(ledger.store.read)
+    for ignored in IGNORED_CASES:
+        report = await service.report(Selection(attempts="all"), ignored)
+        assert report.computed_on_read == 0
+        expected = expected_report(lines, ignored)
+        assert report.summary_bytes() == summary_bytes(expected.summary), ignored
+        assert b"".join(report.verdict_lines()) == b"".join(verdict_lines(expected.digests))
+    latest = await service.report(Selection())
+    assert latest.computed_on_read == 0 and latest.counts.superseded_attempts > 0
+    answer = (await client.get("/v1/health")).json()
+    assert answer["quality_summary"] == latest.summary
+
+
+async def test_a_record_newer_than_its_row_is_checked_on_read(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    ledger, follower = await _paused(app)
+    planned = generate_run(20, seed=6)
+    await write_run(client, planned)
+    await follower.catch_up()
+    service = HealthService(ledger.store.read)
+    changed = planned[0].rollout_id
+    before = await client.get(f"/v1/rollouts/{changed}/health")
+    failing = {
+        "model_call_id": "late-failure",
+        "dialect": "responses",
+        "model_ref": {"type": "responses_api_models", "name": "policy"},
+        "started_at": 99.0,
+        "status_code": 503,
+        "error_category": "server_error",
+        "request": {"input": "q"},
+    }
+    posted = await client.post(f"/v1/rollouts/{changed}/model-calls", json=failing)
+    assert posted.status_code == 201, posted.text
+
+    report = await service.report(Selection(attempts="all"))
+    assert report.computed_on_read == 1
+    expected = expected_report(await exported(client))
+    assert report.summary_bytes() == summary_bytes(expected.summary)
+    assert b"".join(report.verdict_lines()) == b"".join(verdict_lines(expected.digests))
+    after = (await client.get(f"/v1/rollouts/{changed}/health")).json()
+    assert after["last_seq"] > before.json()["last_seq"]
+    assert after == await _computed_on_read(client, changed, after["last_seq"])
+
+    assert await follower.catch_up() == 1
+    again = await service.report(Selection(attempts="all"))
+    assert again.computed_on_read == 0 and again.summary == report.summary
+
+
+async def _computed_on_read(client: httpx.AsyncClient, rollout_id: str, seq: int) -> Any:
+    record = (await client.get(f"/v1/rollouts/{rollout_id}/record")).json()
+    digest = evaluate(record_facts(record, 0, canonical_trajectory=True))
+    return {
+        "rollout_id": rollout_id,
+        "last_seq": seq,
+        "verdict": digest.verdict,
+        "findings": [finding.public() for finding in digest.findings],
+        "unobserved": list(digest.unobserved),
+        "ignored_checks": [],
+    }
+
+
+async def test_one_rollout_from_its_row_equals_the_record_checked(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    _, follower = await _paused(app)
+    planned = generate_run(RUN, seed=9)
+    await write_run(client, planned)
+    await follower.catch_up()
+    for rollout in planned[::3]:
+        answer = await client.get(f"/v1/rollouts/{rollout.rollout_id}/health")
+        if answer.status_code == 404:
+            continue
+        health = answer.json()
+        assert health == await _computed_on_read(client, rollout.rollout_id, health["last_seq"])
+
+
+async def _sql(ledger: Ledger, query: str) -> list[Any]:
+    async with ledger.store.read() as conn:
+        return list((await conn.execute(text(query))).all())
+
+
+async def test_views_equal_the_route_answers(app: FastAPI, client: httpx.AsyncClient) -> None:
+    ledger, follower = await _paused(app)
+    planned = generate_run(RUN, seed=10)
+    await write_run(client, planned)
+    await follower.catch_up()
+    ids = [row.rollout_id for row in await _sql(ledger, "SELECT rollout_id FROM rollout_health")]
+    assert ids
+    routes = {}
+    for rollout_id in ids:
+        routes[rollout_id] = (await client.get(f"/v1/rollouts/{rollout_id}/health")).json()
+
+    rows = await _sql(
+        ledger, "SELECT rollout_id, verdict, finding_count, unobserved, fresh FROM rollout_health"
+    )
+    for row in rows:
+        route = routes[row.rollout_id]
+        assert bool(row.fresh)
+        assert row.verdict == route["verdict"]
+        assert row.finding_count == len(route["findings"])
+        assert json.loads(row.unobserved) == route["unobserved"]
+
+    findings = await _sql(
+        ledger,
+        "SELECT rollout_id, position, check_id, locator, detail FROM rollout_health_findings "
+        "ORDER BY rollout_id, position",
+    )
+    by_rollout: dict[str, list[Any]] = {}
+    for row in findings:
+        by_rollout.setdefault(row.rollout_id, []).append(
+            {
+                "check": row.check_id,
+                "locator": None if row.locator is None else json.loads(row.locator),
+                "detail": json.loads(row.detail),
+            }
+        )
+    for rollout_id, route in routes.items():
+        assert by_rollout.get(rollout_id, []) == [
+            {"check": f["check"], "locator": f.get("locator"), "detail": f["detail"]}
+            for f in route["findings"]
+        ]
+    assert [row.position for row in findings if row.rollout_id == findings[0].rollout_id] == list(
+        range(len(by_rollout[findings[0].rollout_id]))
+    )
+
+    tasks = await _sql(
+        ledger, "SELECT task_index, rollouts, healthy, unhealthy, unobserved FROM task_health"
+    )
+    task_of = {
+        row.rollout_id: row.task_index
+        for row in await _sql(ledger, "SELECT rollout_id, task_index FROM rollout_health")
+    }
+    expected: dict[Any, Counter[str]] = {}
+    for rollout_id, route in routes.items():
+        expected.setdefault(task_of[rollout_id], Counter())[route["verdict"]] += 1
+    assert len(tasks) == len(expected)
+    for row in tasks:
+        counted = expected[row.task_index]
+        assert (row.healthy, row.unhealthy, row.unobserved) == (
+            counted["healthy"],
+            counted["unhealthy"],
+            counted["unobserved"],
+        )
+        assert row.rollouts == sum(counted.values())
+
+
+async def test_metrics_count_rollouts_by_verdict(app: FastAPI, client: httpx.AsyncClient) -> None:
+    _, follower = await _paused(app)
+    planned = generate_run(30, seed=11)
+    await write_run(client, planned)
+    await follower.catch_up()
+    verdicts: Counter[str] = Counter()
+    for rollout in planned:
+        answer = await client.get(f"/v1/rollouts/{rollout.rollout_id}/health")
+        if answer.status_code == 200:
+            verdicts[answer.json()["verdict"]] += 1
+    metrics = (await client.get("/metrics")).text
+    for verdict in ("healthy", "unhealthy", "unobserved"):
+        line = f'ledger_rollouts_by_verdict{{verdict="{verdict}"}} {float(verdicts[verdict])}'
+        assert line in metrics, (line, metrics)
+    assert "ledger_health_findings_behind_rollouts 0.0" in metrics
+
+
+async def test_the_apps_own_follower_keeps_up(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """The follower ``ledger serve`` runs: rows appear without anyone asking."""
+    ledger: Ledger = app.state.ledger
+    assert ledger.health is not None
+    planned = generate_run(10, seed=12)
+    await write_run(client, planned)
+    service = HealthService(ledger.store.read)
+    for _ in range(200):
+        report = await service.report(Selection(attempts="all"))
+        if report.computed_on_read == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert report.computed_on_read == 0
+    assert report.summary == expected_report(await exported(client)).summary
+
+
+async def test_the_documented_examples_run(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """Every SQL example of docs/sql.md's Health section runs on this backend."""
+    ledger, follower = await _paused(app)
+    await write_run(client, generate_run(20, seed=13))
+    await follower.catch_up()
+    section = (Path(__file__).parents[2] / "docs" / "sql.md").read_text().split("## Health")[1]
+    examples = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+    assert len(examples) == 3
+    for example in examples:
+        await _sql(ledger, example.strip().rstrip(";"))
+    checks = await _sql(ledger, examples[1].strip().rstrip(";"))
+    assert checks and all(row.findings >= row.rollouts for row in checks)
