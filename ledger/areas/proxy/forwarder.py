@@ -1,4 +1,4 @@
-"""One proxied call: read the request (bounded), forward it with httpx, pass the answer through
+"""One proxied call: read the request (bounded), forward it upstream, pass the answer through
 as it arrives, and hand what was seen to the recorder once the client has it all.
 
 Pure ASGI: the body goes to the client chunk by chunk exactly as the upstream sent it (no
@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-import httpx
 from starlette.types import Receive, Scope, Send
 
 from ledger.areas.proxy.errors import is_anthropic_style, send_error
@@ -30,6 +29,12 @@ from ledger.areas.proxy.headers import (
 from ledger.areas.proxy.metrics import ProxyMetrics
 from ledger.areas.proxy.recorder import CaptureRecorder
 from ledger.areas.proxy.targets import Target, TargetNotFound, parse_target
+from ledger.areas.proxy.upstream_client import (
+    UpstreamClient,
+    UpstreamError,
+    UpstreamResponse,
+    UpstreamTimeout,
+)
 from ledger.areas.proxy.upstreams import Upstream
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER, SESSION_ID_HEADER
 from ledger.gym.error_categories import exception_category
@@ -108,7 +113,7 @@ class Forwarder:
     def __init__(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: UpstreamClient,
         upstreams: Mapping[str, Upstream],
         recorder: CaptureRecorder,
         metrics: ProxyMetrics,
@@ -190,20 +195,21 @@ class Forwarder:
             upstream=upstream.name, dialect=target.dialect or "other", captured=str(captured)
         ).inc()
         id_header = call.id_header() if call is not None and captured else []
-        request = self._client.build_request(
-            scope["method"],
-            upstream.target(target.raw_path, scope.get("query_string", b"")),
-            headers=upstream_request_headers(
-                headers,
-                upstream,
-                anthropic_style=anthropic,
-                strip_credentials=self._ingest_token is not None,
-            ),
-            content=body,
+        forwarded_headers = upstream_request_headers(
+            headers,
+            upstream,
+            anthropic_style=anthropic,
+            strip_credentials=self._ingest_token is not None,
         )
         started = time.perf_counter()
         try:
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(
+                scope["method"].encode("ascii"),
+                upstream.origin,
+                upstream.target(target.raw_path, scope.get("query_string", b"")),
+                forwarded_headers,
+                body,
+            )
         except Exception as exc:
             category, status, reason = _upstream_failure(exc)
             self._metrics.upstream_failures.labels(category=category).inc()
@@ -219,7 +225,10 @@ class Forwarder:
                 self._submit(call, replace(observed, local_response_reason=reason))
             return
         buffer = _CaptureBuffer(self._limits.max_response_bytes)
-        streaming = is_event_stream(response.headers.get("content-type"))
+        content_type = response.header(b"content-type")
+        streaming = is_event_stream(
+            None if content_type is None else content_type.decode("latin-1")
+        )
         # The capture is taken however the relay ends: normally, cut off, the client gone, or
         # this request cancelled (server shutdown): what was seen is what is captured.
         outcome = _Outcome()
@@ -228,7 +237,7 @@ class Forwarder:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": client_response_headers(response.headers.raw) + id_header,
+                    "headers": client_response_headers(response.headers) + id_header,
                 }
             )
             await self._relay(response, receive, send, buffer, streaming, outcome)
@@ -259,7 +268,7 @@ class Forwarder:
 
     async def _relay(
         self,
-        response: httpx.Response,
+        response: UpstreamResponse,
         receive: Receive,
         send: Send,
         buffer: _CaptureBuffer,
@@ -288,9 +297,9 @@ class Forwarder:
         outcome.aborted = True
         if isinstance(error, OSError):  # the client went away while we were sending
             outcome.failure = "cancelled"
-        elif isinstance(error, httpx.TimeoutException):
+        elif isinstance(error, UpstreamTimeout):
             outcome.failure = "timeout"
-        elif isinstance(error, httpx.TransportError):
+        elif isinstance(error, UpstreamError):
             # A stream cut off by the peer is a stream without its terminal event (Gym's
             # rules decide: stream_truncated); a plain body cut off is a connection failure.
             outcome.failure = None if streaming else "connection"
@@ -299,9 +308,9 @@ class Forwarder:
             log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
 
     async def _pump(
-        self, response: httpx.Response, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
+        self, response: UpstreamResponse, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
     ) -> None:
-        declared = response.headers.get("content-length")
+        declared = response.header(b"content-length")
         remaining = int(declared) if declared is not None and declared.isdigit() else None
         finished = False
         async for chunk in response.aiter_raw():
@@ -381,9 +390,9 @@ class _Call:
 
 def _upstream_failure(error: Exception) -> tuple[str, int, str]:
     """Gym's category of a call the upstream never answered, our status, and the reason."""
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, UpstreamTimeout):
         return "timeout", 504, "upstream_timeout"
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, UpstreamError):
         return "connection", 502, "upstream_unreachable"
     return exception_category(error), 502, "upstream_request_failed"
 

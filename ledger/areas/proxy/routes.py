@@ -3,18 +3,16 @@
 ``/ng-rollout/{rollout_id}/v1/...`` and ``/ng-rollout/{rollout_id}/upstreams/{name}/v1/...``
 (captured for the three dialects), ``/upstreams/{name}/v1/...``, and the three unprefixed dialect
 routes (forwarded, never captured, as in Gym). The routes are plain ASGI (no FastAPI body
-parsing or dependency solving on the model-call path); the router's lifespan starts the httpx
+parsing or dependency solving on the model-call path); the router's lifespan starts the upstream
 client and the recorder once the ledger is open, and drains the captures before it closes.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 from fastapi import APIRouter
 from starlette.routing import Match, Mount, Route
 from starlette.types import Receive, Scope, Send
@@ -23,6 +21,7 @@ from ledger.app.bootstrap import Ledger
 from ledger.areas.proxy.forwarder import Forwarder, ProxyLimits
 from ledger.areas.proxy.metrics import ProxyMetrics
 from ledger.areas.proxy.recorder import CaptureRecorder
+from ledger.areas.proxy.upstream_client import UpstreamClient
 from ledger.areas.proxy.upstreams import load_upstreams
 from ledger.gym.dialects import DIALECT_BY_PATH
 
@@ -57,24 +56,14 @@ class _ProxyEndpoint:
 async def _lifespan(app: Any) -> AsyncIterator[None]:
     ledger: Ledger = app.state.ledger
     settings = ledger.settings
-    # httpx logs every request at INFO: one line per model call, with its query string (some
-    # providers take keys there). The proxy logs what matters itself.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     upstreams = load_upstreams(settings.upstreams, settings.upstream_key_envs)
     metrics = ProxyMetrics(ledger.metrics.registry)
     recorder = CaptureRecorder(ledger.captures, metrics)
     recorder.start()
-    client = httpx.AsyncClient(
-        timeout=httpx.Timeout(
-            settings.proxy_read_timeout_s, connect=settings.proxy_connect_timeout_s
-        ),
-        limits=httpx.Limits(
-            max_connections=settings.proxy_max_connections,
-            max_keepalive_connections=settings.proxy_max_connections,
-        ),
-        # Loopback and configured upstreams only: no proxy variables, no redirects followed.
-        trust_env=False,
-        follow_redirects=False,
+    client = UpstreamClient(
+        connect_timeout_s=settings.proxy_connect_timeout_s,
+        read_timeout_s=settings.proxy_read_timeout_s,
+        max_connections=settings.proxy_max_connections,
     )
     ingest = settings.ingest_token
     app.state.proxy = Forwarder(
