@@ -48,10 +48,16 @@ class _ClientGone(Exception):
     """The client disconnected before its request body arrived whole."""
 
 
+class _BodyTimedOut(Exception):
+    """The request body did not arrive whole within ``ProxyLimits.body_timeout_s``."""
+
+
 @dataclass(frozen=True)
 class ProxyLimits:
     max_request_bytes: int
     max_response_bytes: int
+    # From the first read of the request body to its end (a trickling client is cut off).
+    body_timeout_s: float
 
 
 class _CaptureBuffer:
@@ -87,12 +93,17 @@ class _Outcome:
     first_byte_at: float | None = None
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
+async def _read_body(receive: Receive, limit: int, timeout_s: float) -> bytes | None:
     """The whole request body, or None once it passes ``limit`` (nothing more is kept)."""
     chunks: list[bytes] = []
     size = 0
+    deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        message = await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise _BodyTimedOut from None
         if message["type"] == "http.disconnect":
             raise _ClientGone
         chunk = message.get("body", b"")
@@ -161,8 +172,15 @@ class Forwarder:
             await self._too_large(send, anthropic)
             return
         try:
-            body = await _read_body(receive, self._limits.max_request_bytes)
+            body = await _read_body(
+                receive, self._limits.max_request_bytes, self._limits.body_timeout_s
+            )
         except _ClientGone:
+            return
+        except _BodyTimedOut:
+            message = f"request body not received within {self._limits.body_timeout_s:g} s"
+            close = [(b"connection", b"close")]
+            await send_error(send, 408, message, anthropic_style=anthropic, extra_headers=close)
             return
         if body is None:
             await self._too_large(send, anthropic)
