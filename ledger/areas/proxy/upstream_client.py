@@ -222,8 +222,11 @@ class UpstreamClient:
     ) -> None:
         self._connect_timeout = connect_timeout_s
         self._read_timeout = read_timeout_s
-        self._slots = asyncio.Semaphore(max_connections)
+        self._max_connections = max_connections
+        self._open_count = 0  # connections open or being opened, idle ones included
         self._idle: dict[Origin, list[_Connection]] = {}
+        # Requests waiting for a connection to come free, first come first served.
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._ssl: ssl.SSLContext | None = None
 
     async def send(
@@ -273,27 +276,40 @@ class UpstreamClient:
             raise
 
     async def _acquire(self, origin: Origin) -> _Connection:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            connection = idle.pop()  # the most recent: the least likely to have expired
-            if connection.reusable(now):
-                return connection
-            self._discard(connection)
-        if self._slots.locked():
-            self._evict_one_idle()
-        try:
-            async with asyncio.timeout(self._read_timeout):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise UpstreamTimeout("no upstream connection became free in time") from None
-        try:
-            return await self._open(origin)
-        except BaseException:
-            self._slots.release()
-            raise
+        """An idle connection of ``origin``, else a new one while fewer than the limit are
+        open, else the first to come free (an idle one of another origin is closed for it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._read_timeout
+        while True:
+            idle = self._idle.get(origin)
+            now = time.monotonic()
+            while idle:
+                connection = idle.pop()  # the most recent: the least likely to have expired
+                if connection.reusable(now):
+                    return connection
+                self._discard(connection)
+            if self._open_count < self._max_connections:
+                self._open_count += 1
+                try:
+                    return await self._connect(origin)
+                except BaseException:
+                    self._open_count -= 1
+                    self._wake_a_waiter()
+                    raise
+            if self._evict_one_idle():
+                continue
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await waiter
+            except TimeoutError:
+                raise UpstreamTimeout("no upstream connection became free in time") from None
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
-    async def _open(self, origin: Origin) -> _Connection:
+    async def _connect(self, origin: Origin) -> _Connection:
         tls: ssl.SSLContext | None = None
         if origin.scheme == "https":
             if self._ssl is None:
@@ -324,19 +340,29 @@ class UpstreamClient:
             h.start_next_cycle()
             connection.idle_since = time.monotonic()
             self._idle.setdefault(connection.origin, []).append(connection)
+            self._wake_a_waiter()
             return
         self._discard(connection)
 
     def _discard(self, connection: _Connection) -> None:
         connection.close()
-        self._slots.release()
+        self._open_count -= 1
+        self._wake_a_waiter()
 
-    def _evict_one_idle(self) -> None:
+    def _wake_a_waiter(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _evict_one_idle(self) -> bool:
         """The pool is full: an idle connection (of any origin) makes room for a new one."""
         for idle in self._idle.values():
             if idle:
                 self._discard(idle.pop(0))
-                return
+                return True
+        return False
 
     async def aclose(self) -> None:
         for idle in self._idle.values():
