@@ -27,6 +27,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -151,19 +152,22 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1] * 1000
 
 
-def _captured_ids(base_url: str) -> list[str]:
-    ids: list[str] = []
+def _captures(base_url: str) -> list[tuple[str, float]]:
+    """Every ``model_call.captured`` event: its model_call_id, and how long after the call
+    completed (the proxy's clock at the answer's end) the event was recorded, in ms: the
+    window in which a SIGKILL would lose it."""
+    found: list[tuple[str, float]] = []
     after = 0
     with httpx.Client(base_url=base_url, timeout=60) as http:
         while True:
             page = http.get("/v1/events", params={"after": after, "limit": 1000}).json()
             if not page["events"]:
-                return ids
-            ids += [
-                e["payload"]["model_call_id"]
-                for e in page["events"]
-                if e["kind"] == "model_call.captured"
-            ]
+                return found
+            for event in page["events"]:
+                if event["kind"] == "model_call.captured":
+                    recorded = datetime.fromisoformat(event["recorded_at"]).timestamp()
+                    window = (recorded - event["payload"]["exchange"]["completed_at"]) * 1000
+                    found.append((event["payload"]["model_call_id"], window))
             after = page["next_after"]
 
 
@@ -336,7 +340,10 @@ async def _run(
         + " (direct: the fake upstream's; lean: the forwarder's; uncaptured and proxied: ledger "
         "serve's, captures still being appended at a phase's end counted in the next)"
     )
-    failures = sum(phase.failures for phase in results.values())
+    others = {n: results[(n, False)].failures + results[(n, True)].failures for n in names}
+    if any(others.values()):
+        print("failed calls per leg: " + ", ".join(f"{n} {f}" for n, f in others.items()))
+    failures = others["proxied"]
     answered = warm_ids + results[("proxied", False)].ids + results[("proxied", True)].ids
     return answered, failures
 
@@ -344,7 +351,8 @@ async def _run(
 def _check_captures(base_url: str, answered: list[str], failures: int) -> None:
     deadline = time.monotonic() + 60
     while True:  # poll: captures land after their answers (with --workers N, in N processes)
-        captured = Counter(_captured_ids(base_url))
+        found = _captures(base_url)
+        captured = Counter(model_call_id for model_call_id, _ in found)
         if all(captured[i] for i in answered) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -357,3 +365,10 @@ def _check_captures(base_url: str, answered: list[str], failures: int) -> None:
         f"missing {len(missing)}, duplicated {len(doubled)}, unexpected {len(unexpected)}, "
         f"failed calls {failures} -> {'OK' if ok else 'FAIL'}"
     )
+    windows = [window for _, window in found]
+    if len(windows) >= 2:
+        print(
+            "capture recorded after the answer's end (the SIGKILL window, ms): "
+            f"p50 {statistics.median(windows):.1f}, p99 {_percentile(windows, 99) / 1000:.1f}, "
+            f"max {max(windows):.1f}"
+        )

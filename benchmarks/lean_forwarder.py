@@ -66,9 +66,20 @@ async def _serve_connection(
                 return
             _, fields = _headers(head)
             body = await reader.readexactly(int(fields.get(b"content-length", b"0")))
+            while pool and pool[-1][0].at_eof():  # closed by the upstream while idle
+                pool.pop()[1].close()
             upstream = pool.pop() if pool else await asyncio.open_connection(host, port)
             upstream[1].write(head + body)
-            await _relay_answer(upstream[0], writer)
+            try:
+                await _relay_answer(upstream[0], writer)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise
+                # It closed as we sent (its keep-alive ran out): once more on a new one.
+                upstream[1].close()
+                upstream = await asyncio.open_connection(host, port)
+                upstream[1].write(head + body)
+                await _relay_answer(upstream[0], writer)
             pool.append(upstream)
             await writer.drain()
     finally:

@@ -294,6 +294,15 @@ class Forwarder:
         outcome: _Outcome,
     ) -> None:
         """Relay the answer, recording in ``outcome`` how it ended."""
+        if not streaming:
+            # A plain body mostly arrives with its headers: it is relayed in this task, with
+            # no watcher task (two tasks per call cost more than the relay); a client gone
+            # shows as its send failing, or, if the body was already on its way, not at all.
+            try:
+                await self._pump(response, send, buffer, outcome)
+            except Exception as error:
+                _ended_by(error, streaming, outcome)
+            return
         pump = asyncio.create_task(self._pump(response, send, buffer, outcome))
         watch = asyncio.create_task(_wait_for_disconnect(receive))
         try:
@@ -309,21 +318,9 @@ class Forwarder:
             outcome.failure = "cancelled"
             outcome.aborted = True
             return
-        error = pump.exception()
-        if error is None:
-            return
-        outcome.aborted = True
-        if isinstance(error, OSError):  # the client went away while we were sending
-            outcome.failure = "cancelled"
-        elif isinstance(error, UpstreamTimeout):
-            outcome.failure = "timeout"
-        elif isinstance(error, UpstreamError):
-            # A stream cut off by the peer is a stream without its terminal event (Gym's
-            # rules decide: stream_truncated); a plain body cut off is a connection failure.
-            outcome.failure = None if streaming else "connection"
-        else:
-            outcome.failure = exception_category(error)
-            log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
+        failed = pump.exception()
+        if failed is not None:
+            _ended_by(failed, streaming, outcome)
 
     async def _pump(
         self, response: UpstreamResponse, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
@@ -404,6 +401,22 @@ class _Call:
             client_session_id=self.client_session_id,
             response_source="upstream" if status_code is not None else "local",
         )
+
+
+def _ended_by(error: BaseException, streaming: bool, outcome: _Outcome) -> None:
+    """Record in ``outcome`` how a relay that raised ``error`` ended."""
+    outcome.aborted = True
+    if isinstance(error, OSError):  # the client went away while we were sending
+        outcome.failure = "cancelled"
+    elif isinstance(error, UpstreamTimeout):
+        outcome.failure = "timeout"
+    elif isinstance(error, UpstreamError):
+        # A stream cut off by the peer is a stream without its terminal event (Gym's rules
+        # decide: stream_truncated); a plain body cut off is a connection failure.
+        outcome.failure = None if streaming else "connection"
+    else:
+        outcome.failure = exception_category(error)
+        log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
 
 
 def _upstream_failure(error: Exception) -> tuple[str, int, str]:
