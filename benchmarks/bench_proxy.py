@@ -248,6 +248,7 @@ def main(argv: list[str]) -> None:
                     lean,
                     server,
                     pids,
+                    workers=args.workers,
                     calls=calls,
                     rounds=rounds,
                     delay_ms=args.delay_ms,
@@ -266,6 +267,7 @@ async def _run(
     server: ServerProcess,
     worker_pids: list[int],
     *,
+    workers: int,
     calls: int,
     rounds: int,
     delay_ms: int,
@@ -307,8 +309,8 @@ async def _run(
                 total.failures += phase.failures
     print(
         f"{CLIENTS} clients, {calls} calls each per phase, {rounds} rounds, "
-        f"fake model latency {delay_ms} ms, SQLite FULL, ledger serve --workers "
-        f"{len(worker_pids) or 1}; load average {os.getloadavg()[0]:.1f}"
+        f"fake model latency {delay_ms} ms, SQLite FULL, ledger serve --workers {workers}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     names = [leg.name for leg in legs]
     print(
