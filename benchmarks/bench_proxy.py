@@ -15,21 +15,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER
 from tests.support.fake_upstream import FakeUpstreamProcess
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, free_port
 
 DESCRIPTION = "capture proxy: added latency p50/p99, stream TTFB direct vs proxied, no capture lost"
 
@@ -147,19 +152,22 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1] * 1000
 
 
-def _captured_ids(base_url: str) -> list[str]:
-    ids: list[str] = []
+def _captures(base_url: str) -> list[tuple[str, float]]:
+    """Every ``model_call.captured`` event: its model_call_id, and how long after the call
+    completed (the proxy's clock at the answer's end) the event was recorded, in ms: the
+    window in which a SIGKILL would lose it."""
+    found: list[tuple[str, float]] = []
     after = 0
     with httpx.Client(base_url=base_url, timeout=60) as http:
         while True:
             page = http.get("/v1/events", params={"after": after, "limit": 1000}).json()
             if not page["events"]:
-                return ids
-            ids += [
-                e["payload"]["model_call_id"]
-                for e in page["events"]
-                if e["kind"] == "model_call.captured"
-            ]
+                return found
+            for event in page["events"]:
+                if event["kind"] == "model_call.captured":
+                    recorded = datetime.fromisoformat(event["recorded_at"]).timestamp()
+                    window = (recorded - event["payload"]["exchange"]["completed_at"]) * 1000
+                    found.append((event["payload"]["model_call_id"], window))
             after = page["next_after"]
 
 
@@ -170,11 +178,43 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _pending(base_url: str) -> float:
-    for line in httpx.get(f"{base_url}/metrics").text.splitlines():
-        if line.startswith("ledger_proxy_captures_pending "):
-            return float(line.split()[1])
-    return 0.0
+class LeanForwarder:
+    """``benchmarks/lean_forwarder.py`` in its own process, forwarding to the fake upstream."""
+
+    def __init__(self, upstream_url: str) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.lean_forwarder",
+                "--port",
+                str(self.port),
+                "--upstream",
+                upstream_url,
+            ],
+        )
+
+    def wait(self, timeout: float = 30.0) -> LeanForwarder:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
+                return self
+            time.sleep(0.05)  # poll
+        raise RuntimeError("the lean forwarder did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@dataclass(frozen=True)
+class Leg:
+    name: str
+    port: int
+    path: str
+    # The process whose CPU this leg adds (the fake upstream's for the direct leg).
+    pid: int
 
 
 def main(argv: list[str]) -> None:
@@ -183,92 +223,141 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--calls", type=int, default=None, help="calls per client per phase")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--delay-ms", type=int, default=100, help="the fake model's latency")
+    parser.add_argument("--workers", type=int, default=1, help="ledger serve --workers")
     args = parser.parse_args(argv)
     calls = args.calls or (5 if args.quick else 20)
     rounds = args.rounds or (1 if args.quick else 3)
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as scratch:
         directory = Path(scratch)
         upstream = FakeUpstreamProcess(directory, record=False).start()
+        lean = LeanForwarder(upstream.url)
         server = ServerProcess(
             data_dir=directory / "data",
             database_url=f"sqlite+aiosqlite:///{directory / 'ledger.db'}",
             env={"LEDGER_UPSTREAMS": json.dumps({"fake": upstream.url})},
-            argv=("ledger", "serve", "--upgrade"),
+            argv=("ledger", "serve", "--upgrade", "--workers", str(args.workers)),
         )
         (directory / "data").mkdir()
         try:
             server.start(timeout=60)
+            pids = server.wait_for_children(args.workers) if args.workers > 1 else []
+            lean.wait()
             answered, failures = asyncio.run(
-                _run(upstream, server, calls=calls, rounds=rounds, delay_ms=args.delay_ms)
+                _run(
+                    upstream,
+                    lean,
+                    server,
+                    pids,
+                    workers=args.workers,
+                    calls=calls,
+                    rounds=rounds,
+                    delay_ms=args.delay_ms,
+                )
             )
             _check_captures(server.base_url, answered, failures)
         finally:
             server.stop()
+            lean.stop()
             upstream.stop()
 
 
 async def _run(
-    upstream: FakeUpstreamProcess, server: ServerProcess, *, calls: int, rounds: int, delay_ms: int
+    upstream: FakeUpstreamProcess,
+    lean: LeanForwarder,
+    server: ServerProcess,
+    worker_pids: list[int],
+    *,
+    workers: int,
+    calls: int,
+    rounds: int,
+    delay_ms: int,
 ) -> tuple[list[str], int]:
-    results: dict[tuple[str, bool], Phase] = {}
-    cpu: dict[str, float] = {"direct": 0.0, "proxied": 0.0}
     assert server.process is not None and upstream.process is not None
-    pids = {"direct": upstream.process.pid, "proxied": server.process.pid}
+    ledger_pids = [server.process.pid, *worker_pids]
     # One rollout per client (an agent's rollout), as in an RL run; "{n}" is the client.
     proxied_path = f"/ng-rollout/bench-{uuid.uuid4().hex[:8]}-{{n}}{CHAT}"
-    # Warm both paths (connections, imports, the first writer batch).
-    await _phase(upstream.port, CHAT, stream=False, calls=2, delay_ms=delay_ms)
-    warm = await _phase(server.port, proxied_path, stream=False, calls=2, delay_ms=delay_ms)
+    legs = (
+        Leg("direct", upstream.port, CHAT, upstream.process.pid),
+        Leg("lean", lean.port, CHAT, lean.process.pid),
+        # Unprefixed: forwarded by the ledger, not captured (what forwarding alone costs).
+        Leg("uncaptured", server.port, CHAT, 0),
+        Leg("proxied", server.port, proxied_path, 0),
+    )
+    results: dict[tuple[str, bool], Phase] = {}
+    cpu = dict.fromkeys((leg.name for leg in legs), 0.0)
+
+    def cpu_of(leg: Leg) -> float:
+        return sum(_cpu_s(pid) for pid in ([leg.pid] if leg.pid else ledger_pids))
+
+    # Warm every path (connections, imports, the first writer batch).
+    warm_ids: list[str] = []
+    for leg in legs:
+        warm = await _phase(leg.port, leg.path, stream=False, calls=2, delay_ms=delay_ms)
+        warm_ids += warm.ids
     for _ in range(rounds):
         for stream in (False, True):
-            for name, port, path in (
-                ("direct", upstream.port, CHAT),
-                ("proxied", server.port, proxied_path),
-            ):
-                before = _cpu_s(pids[name])
-                phase = await _phase(port, path, stream=stream, calls=calls, delay_ms=delay_ms)
-                cpu[name] += _cpu_s(pids[name]) - before
-                total = results.setdefault((name, stream), Phase())
+            for leg in legs:
+                before = cpu_of(leg)
+                phase = await _phase(
+                    leg.port, leg.path, stream=stream, calls=calls, delay_ms=delay_ms
+                )
+                cpu[leg.name] += cpu_of(leg) - before
+                total = results.setdefault((leg.name, stream), Phase())
                 total.latencies += phase.latencies
                 total.first_bytes += phase.first_bytes
                 total.ids += phase.ids
                 total.failures += phase.failures
     print(
         f"{CLIENTS} clients, {calls} calls each per phase, {rounds} rounds, "
-        f"fake model latency {delay_ms} ms, SQLite FULL"
+        f"fake model latency {delay_ms} ms, SQLite FULL, ledger serve --workers {workers}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'':28}{'direct':>10}{'proxied':>10}{'added':>10}")
-    for label, stream, values, q in (
-        ("non-streaming p50 (ms)", False, "latencies", 50),
-        ("non-streaming p99 (ms)", False, "latencies", 99),
-        ("stream first byte p50 (ms)", True, "first_bytes", 50),
-        ("stream first byte p99 (ms)", True, "first_bytes", 99),
-        ("stream complete p50 (ms)", True, "latencies", 50),
-    ):
-        direct = _percentile(getattr(results[("direct", stream)], values), q)
-        proxied = _percentile(getattr(results[("proxied", stream)], values), q)
-        print(f"{label:28}{direct:10.2f}{proxied:10.2f}{proxied - direct:10.2f}")
-    direct_calls = len(results[("direct", False)].latencies) + len(
-        results[("direct", True)].latencies
-    )
-    proxied_calls = len(results[("proxied", False)].latencies) + len(
-        results[("proxied", True)].latencies
-    )
+    names = [leg.name for leg in legs]
     print(
-        f"CPU per call: fake upstream {cpu['direct'] / direct_calls * 1000:.2f} ms (direct), "
-        f"ledger serve {cpu['proxied'] / proxied_calls * 1000:.2f} ms (proxied and captured; "
-        "captures still being appended at a phase's end are counted in the next)"
+        f"{'(ms)':28}"
+        + "".join(f"{n:>11}" for n in names)
+        + "".join(f"{'+' + n:>12}" for n in names[1:])
     )
-    failures = sum(phase.failures for phase in results.values())
-    answered = warm.ids + results[("proxied", False)].ids + results[("proxied", True)].ids
+    for label, stream, values, q in (
+        ("non-streaming p50", False, "latencies", 50),
+        ("non-streaming p99", False, "latencies", 99),
+        ("stream first byte p50", True, "first_bytes", 50),
+        ("stream first byte p99", True, "first_bytes", 99),
+        ("stream complete p50", True, "latencies", 50),
+    ):
+        figures = [_percentile(getattr(results[(n, stream)], values), q) for n in names]
+        added = [f - figures[0] for f in figures[1:]]
+        print(
+            f"{label:28}"
+            + "".join(f"{f:11.2f}" for f in figures)
+            + "".join(f"{a:12.2f}" for a in added)
+        )
+    per_call = {
+        n: cpu[n] / (len(results[(n, False)].latencies) + len(results[(n, True)].latencies)) * 1000
+        for n in names
+    }
+    print(
+        "CPU per call (ms): "
+        + ", ".join(f"{n} {per_call[n]:.2f}" for n in names)
+        + " (direct: the fake upstream's; lean: the forwarder's; uncaptured and proxied: ledger "
+        "serve's, captures still being appended at a phase's end counted in the next)"
+    )
+    others = {n: results[(n, False)].failures + results[(n, True)].failures for n in names}
+    if any(others.values()):
+        print("failed calls per leg: " + ", ".join(f"{n} {f}" for n, f in others.items()))
+    failures = others["proxied"]
+    answered = warm_ids + results[("proxied", False)].ids + results[("proxied", True)].ids
     return answered, failures
 
 
 def _check_captures(base_url: str, answered: list[str], failures: int) -> None:
     deadline = time.monotonic() + 60
-    while _pending(base_url) and time.monotonic() < deadline:
-        time.sleep(0.05)  # poll: captures land after their answers
-    captured = Counter(_captured_ids(base_url))
+    while True:  # poll: captures land after their answers (with --workers N, in N processes)
+        found = _captures(base_url)
+        captured = Counter(model_call_id for model_call_id, _ in found)
+        if all(captured[i] for i in answered) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     missing = [i for i in answered if captured[i] == 0]
     doubled = [i for i, n in captured.items() if n > 1]
     unexpected = set(captured) - set(answered)
@@ -278,3 +367,10 @@ def _check_captures(base_url: str, answered: list[str], failures: int) -> None:
         f"missing {len(missing)}, duplicated {len(doubled)}, unexpected {len(unexpected)}, "
         f"failed calls {failures} -> {'OK' if ok else 'FAIL'}"
     )
+    windows = [window for _, window in found]
+    if len(windows) >= 2:
+        print(
+            "capture recorded after the answer's end (the SIGKILL window, ms): "
+            f"p50 {statistics.median(windows):.1f}, p99 {_percentile(windows, 99) / 1000:.1f}, "
+            f"max {max(windows):.1f}"
+        )

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from ledger.app.cli.main import main
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
+from ledger.areas.proxy.upstream_client import Origin
 from ledger.areas.proxy.upstreams import load_upstreams
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER
 from ledger.log.errors import UnsafeConfiguration
@@ -56,16 +57,28 @@ def test_key_is_read_from_the_named_variable_and_kept_secret() -> None:
 
 
 @pytest.mark.parametrize(
-    ("url", "forwarded"),
+    ("url", "origin", "host", "forwarded"),
     [
-        ("http://h:1", "http://h:1/v1/chat/completions?x=%20"),
-        ("http://h:1/v1/", "http://h:1/v1/chat/completions?x=%20"),
-        ("https://gw/openai/v1", "https://gw/openai/v1/chat/completions?x=%20"),
+        ("http://h:1", Origin("http", "h", 1), b"h:1", b"/v1/chat/completions?x=%20"),
+        ("http://h:1/v1/", Origin("http", "h", 1), b"h:1", b"/v1/chat/completions?x=%20"),
+        (
+            "https://gw/openai/v1",
+            Origin("https", "gw", 443),
+            b"gw",
+            b"/openai/v1/chat/completions?x=%20",
+        ),
+        ("http://[::1]:8/", Origin("http", "::1", 8), b"[::1]:8", b"/v1/chat/completions?x=%20"),
+        ("http://bücher.example", Origin("http", "xn--bcher-kva.example", 80), None, None),
     ],
 )
-def test_forwarded_url_keeps_the_client_path_and_query(url: str, forwarded: str) -> None:
+def test_forwarded_request_keeps_the_client_path_and_query(
+    url: str, origin: Origin, host: bytes | None, forwarded: bytes | None
+) -> None:
     upstream = load_upstreams({"u": url}, {}, {})["u"]
-    assert str(upstream.target(b"/v1/chat/completions", b"x=%20")) == forwarded
+    assert upstream.origin == origin
+    assert upstream.host_header == (host or origin.host.encode())
+    if forwarded is not None:
+        assert upstream.target(b"/v1/chat/completions", b"x=%20") == forwarded
 
 
 def test_serve_refuses_a_malformed_upstream_option(tmp_path: Path) -> None:

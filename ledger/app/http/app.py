@@ -12,6 +12,7 @@ from ledger.app.areas import areas
 from ledger.app.bootstrap import open_ledger
 from ledger.app.config import Settings
 from ledger.app.http.errors import install_error_handlers
+from ledger.app.http.front import FrontDoor
 from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.limits import BodySizeLimit
 from ledger.app.http.openapi import install_openapi
@@ -42,6 +43,9 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
     install_openapi(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyReadTimeout, seconds=settings.body_timeout_s)
+    front_routes = [route for area in areas() for route in area.front_routes()]
+    if front_routes:
+        app.add_middleware(FrontDoor, routes=front_routes)
     # Outermost: a request for another host name is refused before anything reads its body.
     app.add_middleware(HostAllowList, extra_hosts=settings.accepted_host_names)
     for area in areas():

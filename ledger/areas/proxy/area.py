@@ -9,4 +9,8 @@ from __future__ import annotations
 
 from ledger.app.area import Area
 
-AREA = Area(name="proxy", route_modules=("ledger.areas.proxy.routes",))
+AREA = Area(
+    name="proxy",
+    route_modules=("ledger.areas.proxy.routes",),
+    front_module="ledger.areas.proxy.routes",
+)

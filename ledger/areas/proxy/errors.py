@@ -13,6 +13,7 @@ _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     502: "api_error",
     504: "timeout_error",

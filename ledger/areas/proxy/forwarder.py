@@ -1,4 +1,4 @@
-"""One proxied call: read the request (bounded), forward it with httpx, pass the answer through
+"""One proxied call: read the request (bounded), forward it upstream, pass the answer through
 as it arrives, and hand what was seen to the recorder once the client has it all.
 
 Pure ASGI: the body goes to the client chunk by chunk exactly as the upstream sent it (no
@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-import httpx
 from starlette.types import Receive, Scope, Send
 
 from ledger.areas.proxy.errors import is_anthropic_style, send_error
@@ -30,6 +29,12 @@ from ledger.areas.proxy.headers import (
 from ledger.areas.proxy.metrics import ProxyMetrics
 from ledger.areas.proxy.recorder import CaptureRecorder
 from ledger.areas.proxy.targets import Target, TargetNotFound, parse_target
+from ledger.areas.proxy.upstream_client import (
+    UpstreamClient,
+    UpstreamError,
+    UpstreamResponse,
+    UpstreamTimeout,
+)
 from ledger.areas.proxy.upstreams import Upstream
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER, SESSION_ID_HEADER
 from ledger.gym.error_categories import exception_category
@@ -43,10 +48,16 @@ class _ClientGone(Exception):
     """The client disconnected before its request body arrived whole."""
 
 
+class _BodyTimedOut(Exception):
+    """The request body did not arrive whole within ``ProxyLimits.body_timeout_s``."""
+
+
 @dataclass(frozen=True)
 class ProxyLimits:
     max_request_bytes: int
     max_response_bytes: int
+    # From the first read of the request body to its end (a trickling client is cut off).
+    body_timeout_s: float
 
 
 class _CaptureBuffer:
@@ -82,12 +93,17 @@ class _Outcome:
     first_byte_at: float | None = None
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
+async def _read_body(receive: Receive, limit: int, timeout_s: float) -> bytes | None:
     """The whole request body, or None once it passes ``limit`` (nothing more is kept)."""
     chunks: list[bytes] = []
     size = 0
+    deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        message = await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise _BodyTimedOut from None
         if message["type"] == "http.disconnect":
             raise _ClientGone
         chunk = message.get("body", b"")
@@ -108,7 +124,7 @@ class Forwarder:
     def __init__(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: UpstreamClient,
         upstreams: Mapping[str, Upstream],
         recorder: CaptureRecorder,
         metrics: ProxyMetrics,
@@ -156,8 +172,15 @@ class Forwarder:
             await self._too_large(send, anthropic)
             return
         try:
-            body = await _read_body(receive, self._limits.max_request_bytes)
+            body = await _read_body(
+                receive, self._limits.max_request_bytes, self._limits.body_timeout_s
+            )
         except _ClientGone:
+            return
+        except _BodyTimedOut:
+            message = f"request body not received within {self._limits.body_timeout_s:g} s"
+            close = [(b"connection", b"close")]
+            await send_error(send, 408, message, anthropic_style=anthropic, extra_headers=close)
             return
         if body is None:
             await self._too_large(send, anthropic)
@@ -190,20 +213,21 @@ class Forwarder:
             upstream=upstream.name, dialect=target.dialect or "other", captured=str(captured)
         ).inc()
         id_header = call.id_header() if call is not None and captured else []
-        request = self._client.build_request(
-            scope["method"],
-            upstream.target(target.raw_path, scope.get("query_string", b"")),
-            headers=upstream_request_headers(
-                headers,
-                upstream,
-                anthropic_style=anthropic,
-                strip_credentials=self._ingest_token is not None,
-            ),
-            content=body,
+        forwarded_headers = upstream_request_headers(
+            headers,
+            upstream,
+            anthropic_style=anthropic,
+            strip_credentials=self._ingest_token is not None,
         )
         started = time.perf_counter()
         try:
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(
+                scope["method"].encode("ascii"),
+                upstream.origin,
+                upstream.target(target.raw_path, scope.get("query_string", b"")),
+                forwarded_headers,
+                body,
+            )
         except Exception as exc:
             category, status, reason = _upstream_failure(exc)
             self._metrics.upstream_failures.labels(category=category).inc()
@@ -219,7 +243,10 @@ class Forwarder:
                 self._submit(call, replace(observed, local_response_reason=reason))
             return
         buffer = _CaptureBuffer(self._limits.max_response_bytes)
-        streaming = is_event_stream(response.headers.get("content-type"))
+        content_type = response.header(b"content-type")
+        streaming = is_event_stream(
+            None if content_type is None else content_type.decode("latin-1")
+        )
         # The capture is taken however the relay ends: normally, cut off, the client gone, or
         # this request cancelled (server shutdown): what was seen is what is captured.
         outcome = _Outcome()
@@ -228,7 +255,7 @@ class Forwarder:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": client_response_headers(response.headers.raw) + id_header,
+                    "headers": client_response_headers(response.headers) + id_header,
                 }
             )
             await self._relay(response, receive, send, buffer, streaming, outcome)
@@ -259,7 +286,7 @@ class Forwarder:
 
     async def _relay(
         self,
-        response: httpx.Response,
+        response: UpstreamResponse,
         receive: Receive,
         send: Send,
         buffer: _CaptureBuffer,
@@ -267,6 +294,15 @@ class Forwarder:
         outcome: _Outcome,
     ) -> None:
         """Relay the answer, recording in ``outcome`` how it ended."""
+        if not streaming:
+            # A plain body mostly arrives with its headers: it is relayed in this task, with
+            # no watcher task (two tasks per call cost more than the relay); a client gone
+            # shows as its send failing, or, if the body was already on its way, not at all.
+            try:
+                await self._pump(response, send, buffer, outcome)
+            except Exception as error:
+                _ended_by(error, streaming, outcome)
+            return
         pump = asyncio.create_task(self._pump(response, send, buffer, outcome))
         watch = asyncio.create_task(_wait_for_disconnect(receive))
         try:
@@ -282,26 +318,14 @@ class Forwarder:
             outcome.failure = "cancelled"
             outcome.aborted = True
             return
-        error = pump.exception()
-        if error is None:
-            return
-        outcome.aborted = True
-        if isinstance(error, OSError):  # the client went away while we were sending
-            outcome.failure = "cancelled"
-        elif isinstance(error, httpx.TimeoutException):
-            outcome.failure = "timeout"
-        elif isinstance(error, httpx.TransportError):
-            # A stream cut off by the peer is a stream without its terminal event (Gym's
-            # rules decide: stream_truncated); a plain body cut off is a connection failure.
-            outcome.failure = None if streaming else "connection"
-        else:
-            outcome.failure = exception_category(error)
-            log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
+        failed = pump.exception()
+        if failed is not None:
+            _ended_by(failed, streaming, outcome)
 
     async def _pump(
-        self, response: httpx.Response, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
+        self, response: UpstreamResponse, send: Send, buffer: _CaptureBuffer, outcome: _Outcome
     ) -> None:
-        declared = response.headers.get("content-length")
+        declared = response.header(b"content-length")
         remaining = int(declared) if declared is not None and declared.isdigit() else None
         finished = False
         async for chunk in response.aiter_raw():
@@ -379,11 +403,27 @@ class _Call:
         )
 
 
+def _ended_by(error: BaseException, streaming: bool, outcome: _Outcome) -> None:
+    """Record in ``outcome`` how a relay that raised ``error`` ended."""
+    outcome.aborted = True
+    if isinstance(error, OSError):  # the client went away while we were sending
+        outcome.failure = "cancelled"
+    elif isinstance(error, UpstreamTimeout):
+        outcome.failure = "timeout"
+    elif isinstance(error, UpstreamError):
+        # A stream cut off by the peer is a stream without its terminal event (Gym's rules
+        # decide: stream_truncated); a plain body cut off is a connection failure.
+        outcome.failure = None if streaming else "connection"
+    else:
+        outcome.failure = exception_category(error)
+        log.error("relaying an upstream answer failed: %s: %s", type(error).__name__, error)
+
+
 def _upstream_failure(error: Exception) -> tuple[str, int, str]:
     """Gym's category of a call the upstream never answered, our status, and the reason."""
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, UpstreamTimeout):
         return "timeout", 504, "upstream_timeout"
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, UpstreamError):
         return "connection", 502, "upstream_unreachable"
     return exception_category(error), 502, "upstream_request_failed"
 

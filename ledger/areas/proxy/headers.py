@@ -64,7 +64,8 @@ def upstream_request_headers(
     dropped = _NOT_FORWARDED | _connection_tokens(headers)
     if strip_credentials or upstream.api_key is not None:
         dropped = dropped | _CREDENTIALS
-    forwarded = [(name, value) for name, value in headers if name.lower() not in dropped]
+    forwarded = [(b"host", upstream.host_header)]
+    forwarded += [(name, value) for name, value in headers if name.lower() not in dropped]
     forwarded.append((b"accept-encoding", b"identity"))
     if upstream.api_key is not None:
         key = upstream.api_key.get_secret_value().encode()

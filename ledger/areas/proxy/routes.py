@@ -2,27 +2,29 @@
 
 ``/ng-rollout/{rollout_id}/v1/...`` and ``/ng-rollout/{rollout_id}/upstreams/{name}/v1/...``
 (captured for the three dialects), ``/upstreams/{name}/v1/...``, and the three unprefixed dialect
-routes (forwarded, never captured, as in Gym). The routes are plain ASGI (no FastAPI body
-parsing or dependency solving on the model-call path); the router's lifespan starts the httpx
-client and the recorder once the ledger is open, and drains the captures before it closes.
+routes (forwarded, never captured, as in Gym). They are one plain ASGI front route, served
+before the app's middleware and router (ledger/app/http/front.py: no FastAPI body parsing,
+dependency solving or route scan on the model-call path); the router's lifespan starts the
+upstream client and the recorder once the ledger is open, and drains the captures before it
+closes.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 from fastapi import APIRouter
-from starlette.routing import Match, Mount, Route
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ledger.app.bootstrap import Ledger
+from ledger.app.http.front import FrontRoute
 from ledger.areas.proxy.forwarder import Forwarder, ProxyLimits
 from ledger.areas.proxy.metrics import ProxyMetrics
 from ledger.areas.proxy.recorder import CaptureRecorder
+from ledger.areas.proxy.upstream_client import UpstreamClient
 from ledger.areas.proxy.upstreams import load_upstreams
 from ledger.gym.dialects import DIALECT_BY_PATH
 
@@ -30,51 +32,48 @@ from ledger.gym.dialects import DIALECT_BY_PATH
 DRAIN_TIMEOUT_S = 30.0
 
 
-class _PrefixRoute(Mount):
-    """Every request whose path starts with ``<prefix>/``, whatever its characters.
+class _ProxyFront:
+    """The proxy's front route (ledger/app/http/front.py): every request under
+    ``/ng-rollout/`` or ``/upstreams/``, whatever its characters or method, and a POST to an
+    unprefixed dialect path.
 
-    Starlette's path patterns are regexes whose ``.`` stops at a newline: a percent-encoded
-    CRLF in a rollout id would fall through to a plain 404 instead of being forwarded
-    uncorrelated as Gym does. The forwarder parses the raw path itself. (A Mount, so FastAPI
-    includes it from a router as it is.)
+    Matched by prefix, not by a Starlette path pattern: those are regexes whose ``.`` stops at
+    a newline, so a percent-encoded CRLF in a rollout id would fall through to a plain 404
+    instead of being forwarded uncorrelated as Gym does. The forwarder parses the raw path
+    itself. It is served in front of the app's middleware, so the forwarder bounds and times
+    the body read itself (``ProxyLimits``).
     """
 
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] == "http" and scope["path"].startswith(self.path + "/"):
-            return Match.FULL, {}
-        return Match.NONE, {}
-
-
-class _ProxyEndpoint:
-    """The ASGI app behind every proxy route: the running app's forwarder."""
+    def claims(self, scope: Scope) -> bool:
+        path: str = scope["path"]
+        if path.startswith(_PREFIXES):
+            return True
+        return scope["method"] == "POST" and path in DIALECT_BY_PATH
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         forwarder: Forwarder = scope["app"].state.proxy
         await forwarder(scope, receive, send)
 
 
+_PREFIXES = ("/ng-rollout/", "/upstreams/")
+
+
+def front_routes() -> list[FrontRoute]:
+    return [_ProxyFront()]
+
+
 @asynccontextmanager
 async def _lifespan(app: Any) -> AsyncIterator[None]:
     ledger: Ledger = app.state.ledger
     settings = ledger.settings
-    # httpx logs every request at INFO: one line per model call, with its query string (some
-    # providers take keys there). The proxy logs what matters itself.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     upstreams = load_upstreams(settings.upstreams, settings.upstream_key_envs)
     metrics = ProxyMetrics(ledger.metrics.registry)
     recorder = CaptureRecorder(ledger.captures, metrics)
     recorder.start()
-    client = httpx.AsyncClient(
-        timeout=httpx.Timeout(
-            settings.proxy_read_timeout_s, connect=settings.proxy_connect_timeout_s
-        ),
-        limits=httpx.Limits(
-            max_connections=settings.proxy_max_connections,
-            max_keepalive_connections=settings.proxy_max_connections,
-        ),
-        # Loopback and configured upstreams only: no proxy variables, no redirects followed.
-        trust_env=False,
-        follow_redirects=False,
+    client = UpstreamClient(
+        connect_timeout_s=settings.proxy_connect_timeout_s,
+        read_timeout_s=settings.proxy_read_timeout_s,
+        max_connections=settings.proxy_max_connections,
     )
     ingest = settings.ingest_token
     app.state.proxy = Forwarder(
@@ -83,8 +82,11 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
         recorder=recorder,
         metrics=metrics,
         limits=ProxyLimits(
-            max_request_bytes=settings.proxy_max_request_bytes,
+            # The server-wide body limit and deadline apply too: the front route is served
+            # before the middleware that enforces them elsewhere.
+            max_request_bytes=min(settings.proxy_max_request_bytes, settings.max_body_bytes),
             max_response_bytes=settings.proxy_max_response_bytes,
+            body_timeout_s=settings.body_timeout_s,
         ),
         ingest_token=None if ingest is None else ingest.get_secret_value(),
     )
@@ -96,10 +98,10 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
 
 
 def build_router() -> APIRouter:
+    """The proxy's lifespan, and its dialect paths for any method but POST (405, as before
+    the front route took the POSTs)."""
     router = APIRouter(lifespan=_lifespan)
-    endpoint = _ProxyEndpoint()
-    router.routes.append(_PrefixRoute("/ng-rollout", app=endpoint))
-    router.routes.append(_PrefixRoute("/upstreams", app=endpoint))
+    endpoint = _ProxyFront()
     for path in DIALECT_BY_PATH:
         router.routes.append(Route(path, endpoint, methods=["POST"], include_in_schema=False))
     return router

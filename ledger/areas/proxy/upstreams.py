@@ -12,10 +12,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import httpx
 from pydantic import SecretStr
 
+from ledger.areas.proxy.upstream_client import Origin
 from ledger.log.errors import UnsafeConfiguration
 
 UPSTREAM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -33,10 +35,22 @@ class Upstream:
     url: httpx.URL
     api_key: SecretStr | None = None
 
-    def target(self, raw_path: bytes, query: bytes) -> httpx.URL:
-        """``<url>/v1/...`` with the client's path and query exactly as they came (raw)."""
+    @cached_property
+    def origin(self) -> Origin:
+        default_port = 443 if self.url.scheme == "https" else 80
+        host = self.url.raw_host.decode("ascii")  # IDNA-encoded, IPv6 without brackets
+        return Origin(self.url.scheme, host, self.url.port or default_port)
+
+    @cached_property
+    def host_header(self) -> bytes:
+        """``host[:port]`` as httpx sends it (the port only when not the scheme's default)."""
+        return self.url.netloc
+
+    def target(self, raw_path: bytes, query: bytes) -> bytes:
+        """The request target ``<path>/v1/...`` with the client's path and query exactly as
+        they came (raw)."""
         base = self.url.raw_path.split(b"?", 1)[0].rstrip(b"/")
-        return self.url.copy_with(raw_path=base + raw_path + (b"?" + query if query else b""))
+        return base + raw_path + (b"?" + query if query else b"")
 
 
 def parse_pair(value: str, what: str) -> tuple[str, str]:
