@@ -10,10 +10,8 @@ of the projection check needs one snapshot: the last events and the live tables 
 same transaction, so the rebuild and the stored rows describe the same log. Given a connection,
 every page is read through it (the caller's snapshot).
 
-Projectors are flushed once per page, not once per event: by the projector contract a flush
-after any run of events gives the same rows, and a projector whose rows are rebuilt from a whole
-rollout (the enriched record) would otherwise cost O(calls) per event, O(calls²) per rollout.
-A projector with checks worth doing once on the final rows (``ChecksAtEnd``) does them last.
+The replay itself (flushes per page, checks at the end) is log/replay.py, which
+``ledger db upgrade`` also uses to rebuild stale projections in place (log/rebuild.py).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from sqlalchemy import Connection, Row, Table, create_engine, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -36,29 +34,13 @@ from ledger.log.events import Catalogue
 from ledger.log.metadata import metadata
 from ledger.log.projector import Projector
 from ledger.log.records import as_utc
-from ledger.log.tables import events
-from ledger.log.transaction import row_to_event
+from ledger.log.replay import DEFAULT_PAGE, Replay, event_page_query
 
 Progress = Callable[[int], None]
 # What the log is read from: an engine (a short transaction per page) or a connection.
 LogSource = AsyncEngine | AsyncConnection
 
-DEFAULT_PAGE = 2000
 _COMPARE_CHUNK = 1000
-
-
-@runtime_checkable
-class ChecksAtEnd(Protocol):
-    """A projector with a check worth doing once on the final rows of a replay rather than on
-    every flush (the template check of capture-only records rebuilds the whole record)."""
-
-    def defer_checks(self) -> None:
-        """Called before the replay: from now on checks wait for ``check_at_end``."""
-        ...
-
-    def check_at_end(self, conn: Connection) -> None:
-        """Called after the last event: check the rows the replay left."""
-        ...
 
 
 @dataclass
@@ -92,8 +74,7 @@ async def _connection(source: LogSource) -> AsyncIterator[AsyncConnection]:
 
 
 async def _page(conn: AsyncConnection, after: int, size: int) -> list[Row[Any]]:
-    query = select(events).where(events.c.seq > after).order_by(events.c.seq).limit(size)
-    return list((await conn.execute(query)).all())
+    return list((await conn.execute(event_page_query(after, size))).all())
 
 
 async def read_pages(
@@ -166,38 +147,6 @@ def _key(table: Table) -> list[Any]:
     return list(table.primary_key.columns) or list(table.columns)
 
 
-class _Rebuild:
-    """The projections rebuilt into a scratch SQLite connection, page by page."""
-
-    def __init__(
-        self, scratch: Connection, catalogue: Catalogue, projectors: Sequence[Projector]
-    ) -> None:
-        self.scratch = scratch
-        self.catalogue = catalogue
-        self.projectors = projectors
-        self.last_seq = 0
-        self.events = 0
-        for projector in projectors:
-            if isinstance(projector, ChecksAtEnd):
-                projector.defer_checks()
-
-    def apply_page(self, rows: Sequence[Row[Any]]) -> None:
-        for row in rows:
-            event = row_to_event(row, self.catalogue)
-            for projector in self.projectors:
-                if projector.handles(event.kind):
-                    projector.apply(self.scratch, event)
-            self.last_seq = row.seq
-        self.events += len(rows)
-        for projector in self.projectors:
-            projector.flush(self.scratch)
-
-    def check_at_end(self) -> None:
-        for projector in self.projectors:
-            if isinstance(projector, ChecksAtEnd):
-                projector.check_at_end(self.scratch)
-
-
 async def verify_projections(
     source: LogSource,
     catalogue: Catalogue,
@@ -213,7 +162,7 @@ async def verify_projections(
         try:
             metadata.create_all(scratch, tables=tables)
             with scratch.begin() as scratch_conn:
-                rebuild = _Rebuild(scratch_conn, catalogue, projectors)
+                rebuild = Replay(scratch_conn, catalogue, projectors)
                 async for rows in read_pages(source, page=batch):
                     rebuild.apply_page(rows)
                     if progress is not None:

@@ -96,6 +96,7 @@ class CapturesProjector:
     (``DefersRows``)."""
 
     name = "captures"
+    version = 1
     tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
 
     def __init__(self) -> None:

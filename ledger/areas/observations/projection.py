@@ -127,6 +127,7 @@ class ObservationsProjector:
     """
 
     name = "observations"
+    version = 1
     tables: tuple[Table, ...] = AREA_TABLES
 
     def __init__(self, *, check_templates: bool = False) -> None:
