@@ -31,6 +31,11 @@ from ledger.areas.captures.queries import CaptureState, is_pending, load_state
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import encode_body
+from ledger.log.ended_generations import (
+    EndedGenerations,
+    delete_generations,
+    delete_rollouts,
+)
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -56,10 +61,6 @@ _UPDATE_STATE = DriverStatement(
     capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
-# On the driver too: a delete of 4,096 ids runs these once per id.
-_DELETE_STATE = DriverStatement(
-    delete(capture_state).where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
-)
 _FORGET_GENERATION = tuple(
     DriverStatement(
         delete(table)
@@ -105,11 +106,22 @@ class CapturesProjector:
         self._known: dict[str, CaptureState] = {}
         # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
         self._unwritten: dict[str, None] = {}
+        # Generations ended by tombstones in this command, removed together (ended_generations.py).
+        self._ended = EndedGenerations()
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
+    def _remove_ended(self, conn: Connection) -> None:
+        if self._ended:
+            ended = self._ended.take()
+            for table in (capture_calls, capture_pending):
+                delete_generations(conn, table, ended)
+            delete_rollouts(conn, capture_state, ended)
+
     def write_pending(self, conn: Connection) -> None:
+        # An id ended by a tombstone is not among the unwritten ones (apply drops it there).
+        self._remove_ended(conn)
         unwritten, self._unwritten = self._unwritten, {}
         for rollout_id in unwritten:
             state = self._known[rollout_id]
@@ -139,6 +151,7 @@ class CapturesProjector:
         """The command's savepoint was rolled back: what was remembered is not true."""
         self._known = {}
         self._unwritten = {}
+        self._ended.clear()
 
     def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
         known = self._known.get(rollout_id)
@@ -154,11 +167,12 @@ class CapturesProjector:
         if rollout_id is None:
             return
         if event.kind == ROLLOUT_DELETED:
-            self._forget_generation(conn, rollout_id, event.generation)
-            _DELETE_STATE.execute(conn, {"b_rollout_id": rollout_id})
+            self._ended.add(rollout_id, event.generation)
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
             return
+        # Any other event reads or writes rows a pending removal would change.
+        self._remove_ended(conn)
         state = self._state(conn, rollout_id, event.generation)
         payload = event.payload
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):

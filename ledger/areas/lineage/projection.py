@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete
+from sqlalchemy import Connection, Table, delete
 
 from ledger.areas.lineage.events import (
     FAILURE_RECORDED,
@@ -16,7 +16,7 @@ from ledger.areas.lineage.events import (
 from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
 from ledger.gym.lineage import staging_key_of
 from ledger.log.canonical import canonical_json, sha256_hex
-from ledger.log.driver import DriverStatement
+from ledger.log.ended_generations import EndedGenerations, delete_generations
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -26,12 +26,6 @@ HOLD_ID = 1
 # Built once (SQLAlchemy memoises the cache key per statement object).
 _INSERT_ROW = lineage_rows.insert()
 _INSERT_DISCARDED = lineage_discarded.insert()
-# On the driver: a delete of 4,096 ids runs it once per id.
-_END_GENERATION = DriverStatement(
-    delete(lineage_rows).where(
-        lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
-    )
-)
 _RELEASE_HOLD = delete(lineage_removal_hold)
 
 
@@ -90,19 +84,29 @@ class LineageProjector:
     def handles(self, kind: str) -> bool:
         return kind in self._KINDS
 
+    def __init__(self) -> None:
+        # Generations ended by tombstones in this command, removed together (ended_generations.py).
+        self._ended = EndedGenerations()
+
+    def write_pending(self, conn: Connection) -> None:
+        if self._ended:
+            delete_generations(conn, lineage_rows, self._ended.take())
+
     def flush(self, conn: Connection) -> None:
-        """Nothing is deferred: ``apply`` writes every row."""
+        """Every row but the tombstones' removals is written in ``apply``."""
+        self.write_pending(conn)
 
     def discard(self) -> None:
-        """Nothing is deferred."""
+        self._ended.clear()
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         payload = event.payload
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
             # The tombstone ends the generation: its rows are gone for every reader, and a
             # rebuild after compaction (payloads redacted) agrees with the live tables.
-            _END_GENERATION.execute(conn, {"rid": event.rollout_id, "gen": event.generation})
+            self._ended.add(event.rollout_id, event.generation)
             return
+        self.write_pending(conn)
         if event.kind == REMOVAL_HOLD_RELEASED:
             conn.execute(_RELEASE_HOLD)
             return
