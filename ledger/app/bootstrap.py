@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
 from ledger.app.config import Settings
@@ -18,9 +21,16 @@ from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
+from ledger.log import migrate
+from ledger.log.engines import Synchronous, create_async_db_engine
 from ledger.log.errors import UnsafeConfiguration
 from ledger.log.private_files import make_private_dir
 from ledger.log.projector import Projector
+from ledger.log.rebuild import (
+    RebuildReport,
+    ensure_projections_current,
+    rebuild_stale_projections,
+)
 from ledger.log.store import LedgerStore
 from ledger.mirror.follower import MirrorFollower, build_follower
 
@@ -143,3 +153,87 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         followers=followers,
         health=health,
     )
+
+
+@asynccontextmanager
+async def opened_store(settings: Settings) -> AsyncIterator[LedgerStore]:
+    """The store, open for the length of a command (``ledger import``, ``retire``, ...)."""
+    store = build_store(settings)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@dataclass(frozen=True)
+class DatabaseReader:
+    """Read access for a command that needs no writer (``verify``, ``export``, ``events``,
+    the mirror's status): the engine, and ``read()``, one read-only snapshot."""
+
+    engine: AsyncEngine
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+
+@asynccontextmanager
+async def opened_reader(
+    settings: Settings, *, pooled: bool = False, read_only: bool = True
+) -> AsyncIterator[DatabaseReader]:
+    """A reader on the settings' database, disposed on exit. ``pooled`` keeps one connection
+    for reads in a row (an export's pages); otherwise each read opens its own, so a long
+    command never holds one. ``read_only=False`` only for the mirror's own checkpoint row."""
+    engine = create_async_db_engine(
+        settings.resolved_database_url,
+        synchronous=settings.synchronous,
+        busy_timeout_ms=settings.busy_timeout_ms,
+        read_only=read_only,
+        pool_size=1,
+        null_pool=not pooled,
+    )
+    try:
+        yield DatabaseReader(engine)
+    finally:
+        await engine.dispose()
+
+
+async def upgrade_database(
+    url: str,
+    revision: str = "head",
+    *,
+    synchronous: Synchronous = "FULL",
+    busy_timeout_ms: int = 30_000,
+    progress: Callable[[int], None] | None = None,
+) -> RebuildReport | None:
+    """Migrate to ``revision``; at head, also rebuild from the log any projection whose rows
+    are not the running code's (log/rebuild.py). None: not at head, nothing rebuilt."""
+    await migrate.upgrade(url, revision)
+    if await migrate.current_revision(url) != migrate.head_revision():
+        return None
+    return await rebuild_stale_projections(
+        url,
+        default_catalogue(),
+        default_projectors(),
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        progress=progress,
+    )
+
+
+async def upgrade_with_settings(settings: Settings, revision: str = "head") -> RebuildReport | None:
+    return await upgrade_database(
+        settings.resolved_database_url,
+        revision,
+        synchronous=settings.synchronous,
+        busy_timeout_ms=settings.busy_timeout_ms,
+    )
+
+
+async def ensure_database_ready(url: str) -> None:
+    """Raise ``DatabaseNotAtHead`` (or its ``ProjectionsStale``) unless the schema is at head
+    and every projection was built by the running code: what ``serve`` and ``db check`` need."""
+    await migrate.ensure_at_head(url)
+    await ensure_projections_current(url, default_projectors())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ledger.app.area import Area, ProjectionOptions
 from ledger.log import compaction, rollout_events
+from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.tables import events, log_identity, rollouts
@@ -21,7 +22,7 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
 CORE = Area(
     name="core",
     event_types=[*rollout_events.EVENT_TYPES, *compaction.EVENT_TYPES],
-    tables=(events, rollouts, log_identity, mirror_checkpoints),
+    tables=(events, rollouts, log_identity, mirror_checkpoints, projection_versions),
     projectors=_projectors,
     route_modules=("ledger.app.http.health", "ledger.app.http.events", "ledger.app.http.rollouts"),
 )

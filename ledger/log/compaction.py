@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Integer, bindparam, cast, func, select, update
 from sqlalchemy.types import LargeBinary
 
+from ledger.log.engines import secure_delete
 from ledger.log.events import EventType
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events, rollouts
@@ -116,7 +117,8 @@ def redact_page(tx: WriteTransaction, *, after: int) -> tuple[list[Candidate], i
     page = candidates(tx.conn, after=after)
     if not page:
         return [], None
-    tx.conn.execute(_REDACT, [{"b_seq": candidate.seq} for candidate in page])
+    with secure_delete(tx.conn):
+        tx.conn.execute(_REDACT, [{"b_seq": candidate.seq} for candidate in page])
     appended = tx.append(
         LEDGER_COMPACTED,
         LedgerCompacted(

@@ -80,6 +80,11 @@ class DatabaseNotAtHead(LedgerError):
     status_code = 503
 
 
+class ProjectionsStale(DatabaseNotAtHead):
+    """At head, but a projection's rows were not written by the running code's version of it
+    (log/projection_versions.py): ``ledger db upgrade`` rebuilds it from the log."""
+
+
 class InvalidRevision(BadRequest):
     """A migration target alembic cannot reach (an unknown id, the wrong direction)."""
 

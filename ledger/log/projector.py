@@ -16,9 +16,15 @@ class Projector(Protocol):
     It must be deterministic (no clocks, no randomness beyond the event itself), because
     ``ledger verify`` rebuilds every projection from seq 0 and expects identical rows. It must
     also accept a redacted event (``payload is None``, after compaction of a deleted generation).
+
+    ``version`` names the rows the code writes: raise it whenever a change would make them
+    differ from what the projector wrote before (a new column's values, another derivation).
+    ``ledger db upgrade`` then rebuilds the projection from the log (log/projection_versions.py,
+    log/rebuild.py); no migration needs the projection's code for that.
     """
 
     name: str
+    version: int
     tables: tuple[Table, ...]
 
     def handles(self, kind: str) -> bool: ...

@@ -17,13 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Row, Table, create_engine, event, select
 
 from ledger.log.canonical import parse_json
 from ledger.log.events import Catalogue, Derivation, EventType
 from ledger.log.metadata import metadata
 from ledger.log.projector import AppliesMany, Projector
 from ledger.log.records import StoredEvent, as_utc
+from ledger.log.tables import events
 
 # Scratch pragmas: no journal and no fsync (a crash loses nothing, the scratch is rebuilt), an
 # exclusive lock (no other connection), temporary b-trees in memory and 256 MiB of page cache.
@@ -191,3 +192,13 @@ class Replay:
             else:
                 for stored in mine:
                     projector.apply(conn, stored)
+
+
+def pages_of(conn: Connection, *, page: int = 2000) -> Iterator[list[Row[Any]]]:
+    """Every event row in seq order, a page at a time, through one synchronous connection
+    (``ledger db upgrade`` rebuilding projections inside its write transaction)."""
+    after = 0
+    query = select(events).order_by(events.c.seq)
+    while rows := list(conn.execute(query.where(events.c.seq > after).limit(page)).all()):
+        yield rows
+        after = rows[-1].seq

@@ -81,6 +81,7 @@ class RolloutsProjector:
     by SQL (``DefersRows``)."""
 
     name = "rollouts"
+    version = 1
     tables: tuple[Table, ...] = (rollouts,)
 
     def __init__(self) -> None:

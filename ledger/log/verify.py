@@ -17,7 +17,8 @@ contract a flush after any run of events gives the same rows, and a projector wh
 rebuilt from a whole rollout (the enriched record) would otherwise cost O(calls) per event,
 O(calls²) per rollout. A projector with checks worth doing once on the final rows
 (``ChecksAtEnd``) does them after the replay, before the final snapshot, and again in it for
-what the last events touched.
+what the last events touched. ``ledger db upgrade`` runs the same replay on the live tables to
+rebuild stale projections in place (log/rebuild.py).
 """
 
 from __future__ import annotations

@@ -12,8 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
+from ledger.log.projection_versions import projection_versions
 from tests.cli.support import append_events, invoke, ledger_process, seed
 from tests.support.server import free_port
 
@@ -103,6 +106,35 @@ def test_serve_refuses_a_database_behind_head(empty_database_url: str, tmp_path:
     text = output.read_text()
     assert "not at head" in text and "ledger db upgrade" in text
     assert asyncio.run(migrate.current_revision(empty_database_url)) == "0001_events"
+
+
+async def _mark_for_rebuild(database_url: str, projection: str) -> None:
+    engine = create_async_db_engine(database_url, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                update(projection_versions)
+                .where(projection_versions.c.projection == projection)
+                .values(version=0)
+            )
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.slow
+def test_serve_refuses_a_stale_projection(database_url: str, tmp_path: Path) -> None:
+    asyncio.run(_mark_for_rebuild(database_url, "lineage"))
+    output = tmp_path / "serve.out"
+    process = ledger_process(
+        ["serve", "--port", str(free_port())],
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        stdout=output,
+    )
+    assert process.wait(timeout=60) == 1
+    text = output.read_text()
+    assert "projections not built by this version" in text and "lineage" in text
+    assert "ledger db upgrade" in text
 
 
 @pytest.mark.slow

@@ -1,20 +1,26 @@
-"""Revision 0005 backfills each stored call's trajectory entry and turns capture-only records
-into templates exactly as the projection does, so a database upgraded with records in it reads
-the same and still passes ``ledger verify``; its downgrade gives back whole records."""
+"""Revision 0005 with records in the database: it marks the observations projection for
+rebuild instead of running its code, and ``ledger db upgrade`` (``upgrade_database``) rebuilds
+the projections from the log, so each stored call gets its trajectory entry, capture-only
+records become templates, the database reads the same and passes ``ledger verify``. Its
+downgrade gives back whole records."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.bootstrap import ensure_database_ready, upgrade_database
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.service import ObservationService
 from ledger.areas.observations.tables import observation_calls, observation_records
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import ProjectionsStale
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_projections
 from tests.observations.support import EXAMPLE_RESULT
@@ -43,6 +49,10 @@ async def _records(store: LedgerStore) -> dict[str, tuple[str | None, bool]]:
             str(row.rollout_id): (await read_record_text(conn, row.rollout_id), row.assembled)
             for row in rows
         }
+
+
+def _parsed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [(*key, json.loads(entry)) for *key, entry in rows]
 
 
 def _store(url: str) -> LedgerStore:
@@ -82,12 +92,26 @@ async def test_0005_keeps_every_record_as_it_reads(empty_database_url: str) -> N
     assert whole == {rollout_id: text for rollout_id, (text, _) in records.items()}
 
     await migrate.upgrade(url)
+    # At head, but the observations rows lack what the projection now derives: not servable.
+    with pytest.raises(ProjectionsStale, match=r"observations.*ledger db upgrade"):
+        await ensure_database_ready(url)
+    rebuild = await upgrade_database(url)
+    assert rebuild is not None and rebuild.stale == ["observations"]
+    assert rebuild.events == 10
+    await ensure_database_ready(url)
+    again = await upgrade_database(url)
+    assert again is not None and again.stale == [] and again.events == 0
 
     store = _store(url)
     await store.open()
     try:
-        assert await _entries(store) == derived
-        assert await _records(store) == records
+        # Rebuilt from the log, whose payloads are canonical JSON: the same values, with the
+        # request's objects in sorted key order (decisions.md, "kernel" 3).
+        assert _parsed(await _entries(store)) == _parsed(derived)
+        rebuilt = await _records(store)
+        assert {k: (json.loads(text or "null"), flag) for k, (text, flag) in rebuilt.items()} == {
+            k: (json.loads(text or "null"), flag) for k, (text, flag) in records.items()
+        }
         async with store.read() as conn:
             report = await verify_projections(
                 conn, store.catalogue, default_projectors(check_templates=True)

@@ -6,10 +6,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.bootstrap import opened_store
 from ledger.app.cli.common import database_options, run_async, settings_from
 from ledger.log.compaction import CompactionReport, compact
-from ledger.log.store import LedgerStore
 
 
 def _print(report: CompactionReport, *, dry_run: bool) -> None:
@@ -39,17 +38,8 @@ def compact_command(ctx: click.Context, dry_run: bool) -> None:
     settings = settings_from(ctx)
 
     async def run() -> CompactionReport:
-        store = LedgerStore(
-            settings.resolved_database_url,
-            default_catalogue(),
-            default_projectors(),
-            busy_timeout_ms=settings.busy_timeout_ms,
-        )
-        await store.open()
-        try:
+        async with opened_store(settings) as store:
             return await compact(store, dry_run=dry_run)
-        finally:
-            await store.close()
 
     _print(run_async(run), dry_run=dry_run)
 

@@ -20,9 +20,9 @@ from ledger.app.cli.common import database_options, err, run_async, settings_fro
 from ledger.areas.proxy.cli import upstream_options
 from ledger.log import migrate
 from ledger.log.adhoc import run_readonly_query
-from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import LedgerError
 from ledger.log.queries import read_events
+from ledger.log.rebuild import RebuildReport
 
 
 @click.command()
@@ -71,7 +71,12 @@ def serve(
     """Run the HTTP service (the database must be at the head revision)."""
     import uvicorn
 
-    from ledger.app.bootstrap import control_token_path, ensure_control_token
+    from ledger.app.bootstrap import (
+        control_token_path,
+        ensure_control_token,
+        ensure_database_ready,
+        upgrade_with_settings,
+    )
     from ledger.app.http.app import create_app
     from ledger.app.http.server import uvicorn_options
 
@@ -95,8 +100,8 @@ def serve(
         err.print(f"[red]error:[/red] {exc.message}")
         raise SystemExit(2) from exc
     if upgrade:
-        run_async(lambda: migrate.upgrade(settings.resolved_database_url))
-    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
+        _report_rebuild(run_async(lambda: upgrade_with_settings(settings)))
+    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
     try:
         ensure_control_token(settings)
     except LedgerError as exc:
@@ -145,11 +150,22 @@ def db() -> None:
 @database_options
 @click.pass_context
 def db_upgrade(ctx: click.Context, revision: str) -> None:
-    """Upgrade the database to REVISION (default: head)."""
+    """Upgrade the database to REVISION (default: head); at head, rebuild from the log any
+    projection the running code writes differently (docs/operations.md)."""
+    from ledger.app.bootstrap import upgrade_with_settings
+
     settings = settings_from(ctx)
-    run_async(lambda: migrate.upgrade(settings.resolved_database_url, revision))
+    _report_rebuild(run_async(lambda: upgrade_with_settings(settings, revision)))
     current = run_async(lambda: migrate.current_revision(settings.resolved_database_url))
     click.echo(f"database at {current}")
+
+
+def _report_rebuild(report: RebuildReport | None) -> None:
+    if report is not None and report.stale:
+        err.print(
+            f"rebuilt the projections from the log ({report.events:,} events in "
+            f"{report.seconds:.2f} s; stale: {', '.join(report.stale)})"
+        )
 
 
 @db.command("downgrade")
@@ -180,9 +196,12 @@ def db_current(ctx: click.Context) -> None:
 @database_options
 @click.pass_context
 def db_check(ctx: click.Context) -> None:
-    """Exit non-zero unless the database is at the head revision."""
+    """Exit non-zero unless the database is at the head revision and every projection was
+    built by this version of the ledger."""
+    from ledger.app.bootstrap import ensure_database_ready
+
     settings = settings_from(ctx)
-    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
+    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
     click.echo(f"database at head ({migrate.head_revision()})")
 
 
@@ -223,12 +242,13 @@ def events(
     settings = settings_from(ctx)
     catalogue = default_catalogue()
 
+    from ledger.app.bootstrap import opened_reader
+
     async def run() -> None:
-        engine = create_async_db_engine(settings.resolved_database_url, read_only=True, pool_size=1)
         cursor, printed = after, 0
-        try:
+        async with opened_reader(settings, pooled=True) as reader:
             while True:
-                async with engine.connect() as conn:
+                async with reader.engine.connect() as conn:
                     page = await read_events(
                         conn, catalogue, after=cursor, limit=500, rollout_id=rollout_id
                     )
@@ -243,8 +263,6 @@ def events(
                     if not follow:
                         return
                     await asyncio.sleep(interval)
-        finally:
-            await engine.dispose()
 
     with contextlib.suppress(KeyboardInterrupt):
         run_async(run)

@@ -18,14 +18,12 @@ from ledger.areas.lineage.importer import LineageImportReport, import_lineage_di
 
 
 def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary:
-    from ledger.app.bootstrap import build_store
+    from ledger.app.bootstrap import opened_store
 
     _files, total = scan_capture_dir(directory)
 
     async def run() -> CaptureImportSummary:
-        store = build_store(settings)
-        await store.open()
-        try:
+        async with opened_store(settings) as store:
             with Progress(
                 TextColumn("captures"),
                 BarColumn(),
@@ -38,8 +36,6 @@ def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary
                 return await import_capture_dir(
                     store, directory, progress=lambda n: progress.advance(task, n)
                 )
-        finally:
-            await store.close()
 
     summary = run_async(run)
     click.echo(
@@ -59,12 +55,10 @@ def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary
 
 
 def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
-    from ledger.app.bootstrap import build_store
+    from ledger.app.bootstrap import opened_store
 
     async def run() -> LineageImportReport:
-        store = build_store(settings)
-        await store.open()
-        try:
+        async with opened_store(settings) as store:
             with Progress(console=err, transient=True) as progress:
                 task = progress.add_task("lineage ledgers", total=None)
 
@@ -72,8 +66,6 @@ def import_lineage(settings: Settings, directory: Path) -> LineageImportReport:
                     progress.update(task, completed=done, total=total)
 
                 return await import_lineage_dir(store, directory, progress=advance)
-        finally:
-            await store.close()
 
     report = run_async(run)
     for line in report.skipped:

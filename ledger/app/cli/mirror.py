@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import click
 
 from ledger.app.areas import default_mirror_areas
+from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.app.config import Settings
-from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import Conflict
 from ledger.log.queries import head_seq
 from ledger.mirror.checkpoint import read_checkpoint, recorded_at_of, write_checkpoint
@@ -30,16 +30,10 @@ def status(ctx: click.Context) -> None:
     settings = settings_from(ctx)
 
     async def run() -> tuple[int, int, float]:
-        engine = create_async_db_engine(
-            settings.resolved_database_url, read_only=True, null_pool=True
-        )
-        try:
-            async with snapshot(engine) as conn:
-                checkpoint = await read_checkpoint(conn)
-                head = await head_seq(conn)
-                oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
-        finally:
-            await engine.dispose()
+        async with opened_reader(settings) as reader, snapshot(reader.engine) as conn:
+            checkpoint = await read_checkpoint(conn)
+            head = await head_seq(conn)
+            oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
         age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
         return checkpoint, head, age
 
@@ -64,17 +58,11 @@ def verify(ctx: click.Context) -> None:
     settings = settings_from(ctx)
 
     async def run() -> tuple[MirrorComparison, int]:
-        engine = create_async_db_engine(
-            settings.resolved_database_url, read_only=True, null_pool=True
-        )
-        try:
-            async with snapshot(engine) as conn:
-                checkpoint = await read_checkpoint(conn)
-                comparison = await compare_mirror(
-                    conn, settings.resolved_mirror_dir, default_mirror_areas()
-                )
-        finally:
-            await engine.dispose()
+        async with opened_reader(settings) as reader, snapshot(reader.engine) as conn:
+            checkpoint = await read_checkpoint(conn)
+            comparison = await compare_mirror(
+                conn, settings.resolved_mirror_dir, default_mirror_areas()
+            )
         return comparison, checkpoint
 
     comparison, checkpoint = run_async(run)
@@ -94,17 +82,17 @@ async def rebuild_with_settings(settings: Settings) -> MirrorComparison:
             "a mirror follower is running on this database (a `ledger serve`); "
             "stop it or let it converge (`ledger mirror status`)"
         )
-    engine = create_async_db_engine(settings.resolved_database_url, null_pool=True)
     try:
-        async with snapshot(engine) as conn:
-            comparison = await rebuild_mirror(
-                conn, settings.resolved_mirror_dir, default_mirror_areas()
-            )
-        async with engine.begin() as conn:
-            await conn.run_sync(lambda sync: write_checkpoint(sync, comparison.head))
+        # Not read-only: the rebuild ends by writing the mirror's own checkpoint row.
+        async with opened_reader(settings, read_only=False) as database:
+            async with snapshot(database.engine) as conn:
+                comparison = await rebuild_mirror(
+                    conn, settings.resolved_mirror_dir, default_mirror_areas()
+                )
+            async with database.engine.begin() as conn:
+                await conn.run_sync(lambda sync: write_checkpoint(sync, comparison.head))
         return comparison
     finally:
-        await engine.dispose()
         await election.release()
 
 

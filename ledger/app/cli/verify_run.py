@@ -9,12 +9,13 @@ import time
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import err
 from ledger.app.config import Settings
 from ledger.areas.health.findings_verify import verify_findings
-from ledger.log.engines import create_async_db_engine
 from ledger.log.queries import head_seq
 from ledger.log.verify import verify_chain, verify_projections
 
@@ -53,53 +54,53 @@ class _Bar:
 
 
 async def run_verify(settings: Settings, *, skip_projections: bool) -> bool:
-    engine = create_async_db_engine(settings.resolved_database_url, read_only=True, null_pool=True)
-    try:
-        async with engine.connect() as conn:
-            total = await head_seq(conn)
-        started = time.perf_counter()
-        with _progress() as progress:
-            chain = await verify_chain(engine, progress=_Bar(progress, "hash chain", total))
-        seconds = time.perf_counter() - started
-        if not chain.ok:
-            click.echo(f"FAIL hash chain: first bad seq {chain.first_bad_seq}: {chain.problem}")
-            return False
-        click.echo(
-            f"ok   hash chain: {chain.events} events in {seconds:.2f} s "
-            f"({_rate(chain.events, seconds)})"
+    async with opened_reader(settings) as reader:
+        return await _verify(reader.engine, skip_projections=skip_projections)
+
+
+async def _verify(engine: AsyncEngine, *, skip_projections: bool) -> bool:
+    async with engine.connect() as conn:
+        total = await head_seq(conn)
+    started = time.perf_counter()
+    with _progress() as progress:
+        chain = await verify_chain(engine, progress=_Bar(progress, "hash chain", total))
+    seconds = time.perf_counter() - started
+    if not chain.ok:
+        click.echo(f"FAIL hash chain: first bad seq {chain.first_bad_seq}: {chain.problem}")
+        return False
+    click.echo(
+        f"ok   hash chain: {chain.events} events in {seconds:.2f} s "
+        f"({_rate(chain.events, seconds)})"
+    )
+    if skip_projections:
+        return True
+    started = time.perf_counter()
+    with _progress() as progress:
+        report = await verify_projections(
+            engine,
+            default_catalogue(),
+            # Capture-only records' templates are checked against full rebuilds.
+            default_projectors(check_templates=True),
+            progress=_Bar(progress, "projections", chain.events),
         )
-        if skip_projections:
-            return True
-        started = time.perf_counter()
-        with _progress() as progress:
-            report = await verify_projections(
-                engine,
-                default_catalogue(),
-                # Capture-only records' templates are checked against full rebuilds.
-                default_projectors(check_templates=True),
-                progress=_Bar(progress, "projections", chain.events),
-            )
-        seconds = time.perf_counter() - started
-        for difference in report.differences:
-            click.echo(f"FAIL projection {difference}")
-        if report.ok:
-            click.echo(
-                f"ok   projections: identical to a rebuild from seq 0 ({report.events} events "
-                f"in {seconds:.2f} s, {_rate(report.events, seconds)})"
-            )
-        if not report.ok:
-            return False
-        started = time.perf_counter()
-        findings = await verify_findings(engine)
-        seconds = time.perf_counter() - started
-        for difference in findings.differences:
-            click.echo(f"FAIL {difference}")
-        if findings.ok:
-            click.echo(
-                f"ok   health findings: {findings.checked} current rows equal their records "
-                f"checked again ({findings.behind} behind, checked on read; "
-                f"{findings.orphaned} of deleted rollouts) in {seconds:.2f} s"
-            )
-        return findings.ok
-    finally:
-        await engine.dispose()
+    seconds = time.perf_counter() - started
+    for difference in report.differences:
+        click.echo(f"FAIL projection {difference}")
+    if not report.ok:
+        return False
+    click.echo(
+        f"ok   projections: identical to a rebuild from seq 0 ({report.events} events "
+        f"in {seconds:.2f} s, {_rate(report.events, seconds)})"
+    )
+    started = time.perf_counter()
+    findings = await verify_findings(engine)
+    seconds = time.perf_counter() - started
+    for difference in findings.differences:
+        click.echo(f"FAIL {difference}")
+    if findings.ok:
+        click.echo(
+            f"ok   health findings: {findings.checked} current rows equal their records "
+            f"checked again ({findings.behind} behind, checked on read; "
+            f"{findings.orphaned} of deleted rollouts) in {seconds:.2f} s"
+        )
+    return findings.ok

@@ -9,6 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ledger.app.http.deps import LedgerDep
 from ledger.log import migrate
 from ledger.log.errors import LedgerError
+from ledger.log.projection_versions import stale_projections_async
+from ledger.log.rebuild import stale_error
 
 router = APIRouter(tags=["operations"])
 
@@ -20,10 +22,15 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(ledger: LedgerDep) -> JSONResponse:
-    """Ready when the database answers and its schema is at the head revision."""
+    """Ready when the database answers, its schema is at the head revision and every
+    projection the server runs was built by its code (log/projection_versions.py)."""
     try:
         # The revision first: an unmigrated database must say so, not "no such table".
         await migrate.ensure_at_head(ledger.settings.resolved_database_url)
+        async with ledger.store.read() as conn:
+            stale = await stale_projections_async(conn, ledger.store.projectors)
+        if stale:
+            raise stale_error(stale)
         await ledger.store.head_seq()
     except LedgerError as exc:
         return JSONResponse({"status": "unavailable", "detail": exc.message}, status_code=503)

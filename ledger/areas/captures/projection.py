@@ -32,6 +32,11 @@ from ledger.areas.captures.queries import CaptureState, is_pending, load_state
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import encode_body
+from ledger.log.ended_generations import (
+    EndedGenerations,
+    delete_generations,
+    delete_rollouts,
+)
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -57,10 +62,6 @@ _UPDATE_STATE = DriverStatement(
     capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
-# On the driver too: a delete of 4,096 ids runs these once per id.
-_DELETE_STATE = DriverStatement(
-    delete(capture_state).where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
-)
 _FORGET_GENERATION = tuple(
     DriverStatement(
         delete(table)
@@ -97,6 +98,7 @@ class CapturesProjector:
     (``DefersRows``)."""
 
     name = "captures"
+    version = 1
     tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
 
     def __init__(self) -> None:
@@ -107,11 +109,22 @@ class CapturesProjector:
         self._unwritten: dict[str, None] = {}
         # Inside ``apply_many``: the call rows not inserted yet (one executemany at the end).
         self._call_rows: list[dict[str, Any]] | None = None
+        # Generations ended by tombstones in this command, removed together (ended_generations.py).
+        self._ended = EndedGenerations()
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
+    def _remove_ended(self, conn: Connection) -> None:
+        if self._ended:
+            ended = self._ended.take()
+            for table in (capture_calls, capture_pending):
+                delete_generations(conn, table, ended)
+            delete_rollouts(conn, capture_state, ended)
+
     def write_pending(self, conn: Connection) -> None:
+        # An id ended by a tombstone is not among the unwritten ones (apply drops it there).
+        self._remove_ended(conn)
         unwritten, self._unwritten = self._unwritten, {}
         for rollout_id in unwritten:
             state = self._known[rollout_id]
@@ -141,6 +154,7 @@ class CapturesProjector:
         """The command's savepoint was rolled back: what was remembered is not true."""
         self._known = {}
         self._unwritten = {}
+        self._ended.clear()
 
     def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         """``apply`` of each event in turn (``AppliesMany``), the call rows inserted together:
@@ -173,11 +187,15 @@ class CapturesProjector:
         if rollout_id is None:
             return
         if event.kind == ROLLOUT_DELETED:
-            self._forget_generation(conn, rollout_id, event.generation)
-            _DELETE_STATE.execute(conn, {"b_rollout_id": rollout_id})
+            # The rows kept so far go in first: the removal of the ended generation (at the
+            # next event or the flush) must see them.
+            self._insert_kept_calls(conn)
+            self._ended.add(rollout_id, event.generation)
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
             return
+        # Any other event reads or writes rows a pending removal would change.
+        self._remove_ended(conn)
         state = self._state(conn, rollout_id, event.generation)
         payload = event.payload
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,14 +12,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService, SelectionReport
 from ledger.gym.health.catalogue import ALL_CHECKS
 from ledger.gym.health.summary import QUALITY_SUMMARY_FILENAME, ROLLOUT_VERDICTS_FILENAME
-from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import BadRequest
 
 T = TypeVar("T")
@@ -74,17 +72,8 @@ def _with_service(ctx: click.Context, use: Callable[[HealthService], Awaitable[T
     settings = settings_from(ctx)
 
     async def run() -> T:
-        engine = create_async_db_engine(settings.resolved_database_url, read_only=True, pool_size=1)
-
-        @asynccontextmanager
-        async def read() -> AsyncIterator[AsyncConnection]:
-            async with engine.connect() as conn, conn.begin():
-                yield conn
-
-        try:
-            return await use(HealthService(read))
-        finally:
-            await engine.dispose()
+        async with opened_reader(settings, pooled=True) as reader:
+            return await use(HealthService(reader.read))
 
     return run_async(run)
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ledger.app.bootstrap import build_store, control_token_path
+from ledger.app.bootstrap import control_token_path, opened_store
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.app.config import Settings
 from ledger.areas.lineage.client import RolloutControlClient
@@ -138,12 +138,8 @@ def control() -> None:
 
 
 async def _with_service(settings: Settings, fn: Callable[[LineageService], Awaitable[T]]) -> T:
-    store = build_store(settings)
-    await store.open()
-    try:
+    async with opened_store(settings) as store:
         return await fn(LineageService(store))
-    finally:
-        await store.close()
 
 
 @control.command("hold")

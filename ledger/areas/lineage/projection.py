@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete
+from sqlalchemy import Connection, Table, delete
 
 from ledger.areas.lineage.events import (
     FAILURE_RECORDED,
@@ -18,6 +18,7 @@ from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold,
 from ledger.gym.lineage import staging_key_of
 from ledger.log.canonical import canonical_json, sha256_hex
 from ledger.log.driver import DriverStatement
+from ledger.log.ended_generations import EndedGenerations, delete_generations
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -25,14 +26,9 @@ from ledger.log.rollout_events import ROLLOUT_DELETED
 HOLD_ID = 1
 
 # On the driver (log/driver.py): a row is inserted for every model call (and ``ledger
-# verify`` replays them all); a delete of 4,096 ids runs the delete once per id.
+# verify`` replays them all).
 _INSERT_ROW = DriverStatement(lineage_rows.insert())
 _INSERT_DISCARDED = DriverStatement(lineage_discarded.insert())
-_END_GENERATION = DriverStatement(
-    delete(lineage_rows).where(
-        lineage_rows.c.rollout_id == bindparam("rid"), lineage_rows.c.generation == bindparam("gen")
-    )
-)
 _RELEASE_HOLD = delete(lineage_removal_hold)
 
 
@@ -71,6 +67,7 @@ def row_columns(row: dict[str, Any]) -> dict[str, Any]:
 
 class LineageProjector:
     name = "lineage"
+    version = 1
     tables: tuple[Table, ...] = (
         lineage_rows,
         lineage_discarded,
@@ -90,6 +87,8 @@ class LineageProjector:
     def __init__(self) -> None:
         # Inside ``apply_many``: the rows not inserted yet (one executemany at the end).
         self._rows: list[dict[str, Any]] | None = None
+        # Generations ended by tombstones in this command, removed together (ended_generations.py).
+        self._ended = EndedGenerations()
 
     def handles(self, kind: str) -> bool:
         return kind in self._KINDS
@@ -111,11 +110,16 @@ class LineageProjector:
             rows, self._rows = self._rows, []
             _INSERT_ROW.execute_many(conn, rows)
 
+    def write_pending(self, conn: Connection) -> None:
+        if self._ended:
+            delete_generations(conn, lineage_rows, self._ended.take())
+
     def flush(self, conn: Connection) -> None:
-        """Nothing is deferred: ``apply`` writes every row."""
+        """Every row but the tombstones' removals is written in ``apply``."""
+        self.write_pending(conn)
 
     def discard(self) -> None:
-        """Nothing is deferred."""
+        self._ended.clear()
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         payload = event.payload
@@ -123,8 +127,9 @@ class LineageProjector:
             # The tombstone ends the generation: its rows are gone for every reader, and a
             # rebuild after compaction (payloads redacted) agrees with the live tables.
             self._insert_kept_rows(conn)
-            _END_GENERATION.execute(conn, {"rid": event.rollout_id, "gen": event.generation})
+            self._ended.add(event.rollout_id, event.generation)
             return
+        self.write_pending(conn)
         if event.kind == REMOVAL_HOLD_RELEASED:
             conn.execute(_RELEASE_HOLD)
             return

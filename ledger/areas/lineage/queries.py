@@ -175,17 +175,13 @@ def _batch_state(
         tx.write_events()  # the query below reads the events table
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
         chunk = list(rollout_ids[start : start + _PREFETCH_CHUNK])
-        current_rows = (
-            select(lineage_rows.c.rollout_id)
-            .join(
-                rollouts,
-                and_(
-                    rollouts.c.rollout_id == lineage_rows.c.rollout_id,
-                    rollouts.c.generation == lineage_rows.c.generation,
-                ),
-            )
-            .where(lineage_rows.c.rollout_id.in_(chunk))
-            .distinct()
+        # One index probe per id (EXISTS), not every row of each ledger (a join + DISTINCT).
+        current_rows = select(rollouts.c.rollout_id).where(
+            rollouts.c.rollout_id.in_(chunk),
+            exists().where(
+                lineage_rows.c.rollout_id == rollouts.c.rollout_id,
+                lineage_rows.c.generation == rollouts.c.generation,
+            ),
         )
         with_rows.update(row.rollout_id for row in tx.conn.execute(current_rows))
         if events_too:

@@ -5,19 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
 import click
 from rich.progress import Progress
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.areas.observations.queries import ExportFilter, count_exported
 from ledger.areas.observations.service import RecordView, export_lines
 from ledger.gym.ids import ROLLOUT_ID_PATTERN
-from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import BadRequest
 
 
@@ -97,17 +95,10 @@ def export(
         output.mkdir(parents=True, exist_ok=True)
 
     async def run() -> int:
-        engine = create_async_db_engine(settings.resolved_database_url, read_only=True, pool_size=1)
-
-        @asynccontextmanager
-        async def read() -> AsyncIterator[AsyncConnection]:
-            async with engine.connect() as conn, conn.begin():
-                yield conn
-
-        try:
-            async with read() as conn:
+        async with opened_reader(settings, pooled=True) as reader:
+            async with reader.read() as conn:
                 total = await count_exported(conn, selection)
-            lines = export_lines(read, selection, view=view, page_size=page_size)
+            lines = export_lines(reader.read, selection, view=view, page_size=page_size)
             with Progress(console=err, transient=True) as progress:
                 task = progress.add_task("export", total=total)
                 if target is None:
@@ -120,8 +111,6 @@ def export(
                     os.fsync(handle.fileno())
                 partial.replace(target)
                 return written
-        finally:
-            await engine.dispose()
 
     written = run_async(run)
     err.print(f"exported {written} records" + (f" to {output}" if output is not None else ""))

@@ -35,7 +35,7 @@ from ledger.areas.observations.queries import (
     RecordInputs,
     captured_positions,
     forget_calls,
-    forget_rollout,
+    forget_rollouts,
     gaps_of_state,
     load_call_pieces,
     load_capture_attachment,
@@ -49,6 +49,7 @@ from ledger.gym.model_calls import AGGREGATE_FIELDS, dump_with_payloads
 from ledger.gym.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
 from ledger.gym.result import RolloutResult, trajectory_identity
 from ledger.log.canonical import compact_json, parse_json
+from ledger.log.ended_generations import EndedGenerations
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
@@ -127,6 +128,7 @@ class ObservationsProjector:
     """
 
     name = "observations"
+    version = 1
     tables: tuple[Table, ...] = AREA_TABLES
 
     def __init__(self, *, check_templates: bool = False) -> None:
@@ -140,6 +142,8 @@ class ObservationsProjector:
         # rows (``check_at_end``), not on every flush: O(calls) per rollout, not per event.
         self._unchecked: dict[str, tuple[int, int]] = {}
         self._defer_checks = False
+        # Rollouts deleted in this command, their rows removed together (ended_generations.py).
+        self._ended = EndedGenerations()
 
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
@@ -149,10 +153,12 @@ class ObservationsProjector:
         if rollout_id is None:
             return
         if event.kind == ROLLOUT_DELETED:
-            forget_rollout(conn, rollout_id)
+            self._ended.add(rollout_id, event.generation)
             self._pending.pop(rollout_id, None)
             self._unchecked.pop(rollout_id, None)
             return
+        # Any other event reads or writes rows a pending removal would change.
+        self._remove_ended(conn)
         pending = self._pending.get(rollout_id)
         if pending is None or pending.generation != event.generation:
             pending = self._pending[rollout_id] = _Pending(event.generation, event.seq)
@@ -169,7 +175,18 @@ class ObservationsProjector:
         elif event.kind == RESULT_RECORDED and payload is not None:
             pending.result = (event.seq, payload)
 
+    def _remove_ended(self, conn: Connection) -> None:
+        if self._ended:
+            forget_rollouts(conn, self._ended.take())
+
+    def write_pending(self, conn: Connection) -> None:
+        """Only the removals: a command that reads by SQL after appending sees the deleted
+        rollouts gone, as when they were removed in ``apply``; records wait for ``flush``."""
+        self._remove_ended(conn)
+
     def flush(self, conn: Connection) -> None:
+        # A deleted rollout is not among the pending ones (apply drops it there).
+        self._remove_ended(conn)
         pending_rollouts, self._pending = self._pending, {}
         for rollout_id, pending in pending_rollouts.items():
             kept = self._keep_calls(conn, rollout_id, pending) if pending.calls else []
@@ -206,6 +223,7 @@ class ObservationsProjector:
 
     def discard(self) -> None:
         self._pending = {}
+        self._ended.clear()
 
     def _project(
         self, conn: Connection, rollout_id: str, inputs: RecordInputs, *, check: bool

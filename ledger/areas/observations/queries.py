@@ -38,6 +38,7 @@ from ledger.gym.capture_attachment import build_capture_attachment, capture_gaps
 from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord
 from ledger.log.canonical import compact_json
 from ledger.log.driver import DriverQuery, DriverStatement
+from ledger.log.ended_generations import delete_rollouts
 from ledger.log.tables import rollouts
 
 AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
@@ -124,11 +125,6 @@ _INSERT_GAP = DriverStatement(observation_gaps.insert())
 _REPLACE_ROWS = {
     table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
     for table in (observation_tool_calls, observation_gaps)
-}
-# On the driver: a delete of 4,096 ids runs these once per id.
-_DELETE_BY_ROLLOUT = {
-    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
-    for table in AREA_TABLES
 }
 
 
@@ -234,9 +230,10 @@ def forget_calls(conn: Connection, rollout_id: str, generation: int | None = Non
         )
 
 
-def forget_rollout(conn: Connection, rollout_id: str) -> None:
-    for statement in _DELETE_BY_ROLLOUT.values():
-        statement.execute(conn, {"p_rollout_id": rollout_id})
+def forget_rollouts(conn: Connection, ended: Sequence[tuple[str, int]]) -> None:
+    """Every row of these rollouts (tombstones: ended generations), one statement per table."""
+    for table in AREA_TABLES:
+        delete_rollouts(conn, table, ended)
 
 
 def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:

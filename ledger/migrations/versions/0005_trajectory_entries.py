@@ -1,73 +1,96 @@
 """Capture-only records kept as templates: each call's ng_trajectory entry derived once
 (observation_calls.trajectory_entry), observation_records.assembled and the running
-observation_records.call_totals (store/record_pieces.py).
+observation_records.call_totals (areas/observations/record_pieces.py); and the table that
+records which version of each projection built its rows (log/projection_versions.py).
 
-The data steps use the projection's own code (ledger.app.projections), which ships with these
-migrations, so what they store is what the projection stores at this revision.
+The new columns are derived rows, so this revision does not fill them: it would need the
+observations projection's code, and a migration never imports live projection code (its
+behaviour would change whenever that code does). Where the observations tables hold rows, it
+marks the projection for rebuild (version 0) instead; ``ledger db upgrade`` then rebuilds the
+projections from the log with the running code (log/rebuild.py). The downgrade needs no
+projection code: filling a template is two text substitutions, frozen here as they are at this
+revision.
 
 Revision ID: 0005_trajectory_entries
 Revises: 0004_observations
 Create Date: 2026-11-30
 """
 
-import json
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
-
-from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
-from ledger.areas.observations.projection import assemble_capture_only
-from ledger.areas.observations.queries import (
-    count_call_totals,
-    load_call_pieces,
-    load_inputs,
-    read_record_text_sync,
-)
-from ledger.areas.observations.record_pieces import fill
 
 revision: str = "0005_trajectory_entries"
 down_revision: str | None = "0004_observations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# The projections there are at this revision, each at its first version; 0: rebuild it.
+PROJECTIONS = ("rollouts", "captures", "lineage", "observations")
+FIRST_VERSION = 1
+MARKED_FOR_REBUILD = 0
 # Rollouts are read in pages of this many (keyset order), so memory stays flat.
 PAGE = 1000
+# The markers a template holds in place of its two lists (JSON string literals, as stored).
+CALLS_MARKER = '"\\u0000ledger:capture-calls\\u0000"'
+MODEL_CALLS_MARKER = '"\\u0000ledger:trajectory-model-calls\\u0000"'
 
 calls = sa.table(
     "observation_calls",
     sa.column("rollout_id", sa.String),
     sa.column("generation", sa.Integer),
     sa.column("call_index", sa.Integer),
-    sa.column("call", sa.Text),
     sa.column("trajectory_entry", sa.Text),
+)
+capture_calls = sa.table(
+    "capture_calls",
+    sa.column("rollout_id", sa.String),
+    sa.column("generation", sa.Integer),
+    sa.column("call_index", sa.Integer),
+    sa.column("record", sa.Text),
 )
 records = sa.table(
     "observation_records",
     sa.column("rollout_id", sa.String),
     sa.column("generation", sa.Integer),
-    sa.column("bundle", sa.Text),
-    sa.column("result", sa.Text),
     sa.column("record", sa.Text),
     sa.column("assembled", sa.Boolean),
-    sa.column("call_totals", sa.Text),
+)
+versions = sa.table(
+    "projection_versions",
+    sa.column("projection", sa.String),
+    sa.column("version", sa.Integer),
+    sa.column("updated_at", sa.DateTime(timezone=True)),
 )
 
 
-def _pages(bind: sa.Connection, query: sa.Select[tuple[str]]) -> Iterator[str]:
-    """The rollout ids the query selects (its one column), read in pages in id order: the
-    callers change rows without changing which rows the query selects."""
-    column = query.selected_columns[0]
-    after: str | None = None
-    while True:
-        page = query.order_by(column).limit(PAGE)
-        if after is not None:
-            page = page.where(column > after)
-        ids = [str(row[0]) for row in bind.execute(page).all()]
-        yield from ids
-        if len(ids) < PAGE:
-            return
-        after = ids[-1]
+def create_versions_table() -> None:
+    # 0010 makes the same table for a database that passed through this revision before it
+    # did (that earlier 0005 filled the new columns itself, so 0010 marks nothing).
+    op.create_table(
+        "projection_versions",
+        sa.Column("projection", sa.String(length=100), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("projection", name=op.f("pk_projection_versions")),
+    )
+
+
+def record_versions(bind: sa.Connection, *, stale: frozenset[str] = frozenset()) -> None:
+    now = datetime.now(UTC)
+    bind.execute(
+        versions.insert(),
+        [
+            {
+                "projection": name,
+                "version": MARKED_FOR_REBUILD if name in stale else FIRST_VERSION,
+                "updated_at": now,
+            }
+            for name in PROJECTIONS
+        ],
+    )
 
 
 def upgrade() -> None:
@@ -78,66 +101,70 @@ def upgrade() -> None:
         sa.Column("assembled", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
     op.add_column("observation_records", sa.Column("call_totals", sa.Text(), nullable=True))
+    create_versions_table()
     bind = op.get_bind()
-    # Calls stored before this revision get their entry: the projection derives it for every
-    # new call, so a rebuild (`ledger verify`) would otherwise differ from these rows.
-    for rollout_id in _pages(bind, sa.select(calls.c.rollout_id).distinct()):
-        for row in bind.execute(
-            sa.select(calls.c.generation, calls.c.call_index, calls.c.call).where(
-                calls.c.rollout_id == rollout_id
-            )
-        ).all():
-            bind.execute(
-                calls.update()
-                .where(calls.c.rollout_id == rollout_id)
-                .where(calls.c.generation == row.generation)
-                .where(calls.c.call_index == row.call_index)
-                .values(trajectory_entry=trajectory_entry(json.loads(row.call)))
-            )
-    # Every record gets its calls' running totals, as the projection keeps them.
-    for rollout_id in _pages(bind, sa.select(records.c.rollout_id)):
-        generation = bind.execute(
-            sa.select(records.c.generation).where(records.c.rollout_id == rollout_id)
-        ).scalar_one()
-        totals = count_call_totals(bind, rollout_id, generation)
-        bind.execute(
-            records.update()
-            .where(records.c.rollout_id == rollout_id)
-            .values(call_totals=totals.dump() if totals.count else None)
-        )
-    # Capture-only records become templates where the template gives the same bytes, as the
-    # projection would store them now.
-    assembler = CaptureOnlyAssembler()
-    capture_only = sa.select(records.c.rollout_id).where(
-        records.c.bundle.is_(None), records.c.result.is_(None)
+    has_rows = any(
+        bind.execute(sa.select(sa.literal(1)).select_from(table).limit(1)).first() is not None
+        for table in (calls, records)
     )
-    for rollout_id in _pages(bind, capture_only):
-        row = bind.execute(
-            sa.select(records.c.generation, records.c.record).where(
-                records.c.rollout_id == rollout_id
+    # Rows written before this revision lack what the projection now derives for every call
+    # and record: `ledger verify` would report them. The rebuild writes them from the log.
+    record_versions(bind, stale=frozenset({"observations"}) if has_rows else frozenset())
+
+
+def _templates(bind: sa.Connection) -> Iterator[str]:
+    """The rollout ids whose record is a template, in id order, a page at a time (the caller
+    turns them into whole records, so the keyset moves on past the ones it changed)."""
+    after: str | None = None
+    while True:
+        query = sa.select(records.c.rollout_id).where(records.c.assembled == sa.true())
+        if after is not None:
+            query = query.where(records.c.rollout_id > after)
+        ids = [
+            str(row[0]) for row in bind.execute(query.order_by(records.c.rollout_id).limit(PAGE))
+        ]
+        yield from ids
+        if len(ids) < PAGE:
+            return
+        after = ids[-1]
+
+
+def _whole_record(bind: sa.Connection, rollout_id: str) -> str:
+    """A template filled with its calls' stored entries, in call_index order."""
+    row = bind.execute(
+        sa.select(records.c.generation, records.c.record).where(records.c.rollout_id == rollout_id)
+    ).one()
+    pieces = bind.execute(
+        sa.select(capture_calls.c.record, calls.c.trajectory_entry)
+        .select_from(
+            calls.join(
+                capture_calls,
+                (capture_calls.c.rollout_id == calls.c.rollout_id)
+                & (capture_calls.c.generation == calls.c.generation)
+                & (capture_calls.c.call_index == calls.c.call_index),
             )
-        ).one()
-        inputs = load_inputs(bind, rollout_id, row.generation)
-        found = assemble_capture_only(bind, assembler, rollout_id, inputs)
-        pieces = load_call_pieces(bind, rollout_id, row.generation)
-        if found is not None and fill(found.text, pieces) == row.record:
-            bind.execute(
-                records.update()
-                .where(records.c.rollout_id == rollout_id)
-                .values(record=found.text, assembled=True)
-            )
+        )
+        .where(calls.c.rollout_id == rollout_id, calls.c.generation == row.generation)
+        .order_by(calls.c.call_index)
+    ).all()
+    if any(piece.trajectory_entry is None for piece in pieces):
+        raise RuntimeError(f"the template of {rollout_id} has a call without a trajectory entry")
+    capture_entries = "[" + ",".join(str(piece.record) for piece in pieces) + "]"
+    model_calls = "[" + ",".join(str(piece.trajectory_entry) for piece in pieces) + "]"
+    text = str(row.record).replace(CALLS_MARKER, capture_entries, 1)
+    return text.replace(MODEL_CALLS_MARKER, model_calls, 1)
 
 
 def downgrade() -> None:
     # Templates become whole records again, so a read at 0004 returns the same bytes.
     bind = op.get_bind()
-    templates = sa.select(records.c.rollout_id).where(records.c.assembled == sa.true())
-    for rollout_id in _pages(bind, templates):
+    for rollout_id in _templates(bind):
         bind.execute(
             records.update()
             .where(records.c.rollout_id == rollout_id)
-            .values(record=read_record_text_sync(bind, rollout_id))
+            .values(record=_whole_record(bind, rollout_id), assembled=False)
         )
+    op.drop_table("projection_versions")
     op.drop_column("observation_records", "call_totals")
     op.drop_column("observation_records", "assembled")
     op.drop_column("observation_calls", "trajectory_entry")

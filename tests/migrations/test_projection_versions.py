@@ -1,0 +1,167 @@
+"""Projection versions (log/projection_versions.py) and their rebuild from the log
+(log/rebuild.py): what ``ledger db upgrade`` rebuilds, what ``serve`` and ``db check`` refuse,
+and the two ways a database gets the versions table (revision 0005, or 0010 for a database that
+passed through 0005 before it made the table)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, select, text
+
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.bootstrap import ensure_database_ready, upgrade_database
+from ledger.areas.captures.service import CaptureService
+from ledger.areas.lineage.service import LineageService
+from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import ProjectionsStale
+from ledger.log.projection_versions import projection_versions
+from ledger.log.projector import Projector
+from ledger.log.rebuild import ensure_projections_current, rebuild_stale_projections
+from ledger.log.rollouts_projection import RolloutsProjector
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events
+from ledger.log.verify import verify_projections
+from tests.cli.support import invoke
+from tests.support.exchanges import chat_exchange, responses_exchange
+
+PROJECTIONS = ["rollouts", "captures", "lineage", "observations"]
+
+
+class RolloutsProjectorV2(RolloutsProjector):
+    """The rollouts projection as if its code had changed (same rows, a new version)."""
+
+    version = 2
+
+
+async def _run(url: str, fn: Any) -> Any:
+    engine = create_async_db_engine(url, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            return await conn.run_sync(fn)
+    finally:
+        await engine.dispose()
+
+
+def _versions(conn: Connection) -> dict[str, int]:
+    rows = conn.execute(select(projection_versions.c.projection, projection_versions.c.version))
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
+def _events(conn: Connection) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in conn.execute(select(events).order_by(events.c.seq))]
+
+
+async def _write_some(url: str) -> None:
+    store = LedgerStore(url, default_catalogue(), default_projectors())
+    await store.open()
+    try:
+        captures = CaptureService(store)
+        for n in range(6):
+            make = chat_exchange if n % 2 else responses_exchange
+            await captures.append(f"r{n % 3}", make(model_call_id=f"c{n}"))
+        await LineageService(store).delete(["r1"])
+        await captures.append("r1", chat_exchange(model_call_id="again"))
+        await LineageService(store).retire(["r2"])
+    finally:
+        await store.close()
+
+
+async def _verify(url: str) -> list[str]:
+    engine = create_async_db_engine(url, read_only=True, null_pool=True)
+    try:
+        report = await verify_projections(
+            engine, default_catalogue(), default_projectors(check_templates=True)
+        )
+    finally:
+        await engine.dispose()
+    return report.differences
+
+
+async def test_a_new_database_records_every_projection_at_its_version(database_url: str) -> None:
+    assert await _run(database_url, _versions) == dict.fromkeys(PROJECTIONS, 1)
+    assert [p.name for p in default_projectors()] == PROJECTIONS
+    assert all(p.version == 1 for p in default_projectors())
+    await ensure_database_ready(database_url)
+    report = await upgrade_database(database_url)
+    assert report is not None and report.stale == []
+
+
+async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -> None:
+    url = database_url
+    await _write_some(url)
+    before = await _run(url, _events)
+    projectors: list[Projector] = [RolloutsProjectorV2(), *default_projectors()[1:]]
+    with pytest.raises(ProjectionsStale):
+        await ensure_projections_current(url, projectors)
+    # Damage a projection row: the rebuild must write it again from the log.
+    await _run(url, lambda c: c.execute(text("UPDATE rollouts SET state = 'x'")))
+    assert await _verify(url) != []
+
+    report = await rebuild_stale_projections(url, default_catalogue(), projectors)
+    assert report.stale == ["rollouts"] and report.events == len(before)
+    assert await _run(url, _versions) == {**dict.fromkeys(PROJECTIONS, 1), "rollouts": 2}
+    assert await _run(url, _events) == before  # the log is never touched
+    assert await _verify(url) == []
+    # The running code's projections (version 1 of rollouts) now see a stale rollouts row.
+    with pytest.raises(ProjectionsStale, match="rollouts"):
+        await ensure_database_ready(url)
+    again = await upgrade_database(url)
+    assert again is not None and again.stale == ["rollouts"]
+    await ensure_database_ready(url)
+
+
+async def test_a_projection_new_to_the_database_is_built(database_url: str) -> None:
+    await _write_some(database_url)
+    await _run(
+        database_url,
+        lambda c: c.execute(
+            projection_versions.delete().where(projection_versions.c.projection == "lineage")
+        ),
+    )
+    with pytest.raises(ProjectionsStale, match="lineage"):
+        await ensure_database_ready(database_url)
+    report = await upgrade_database(database_url)
+    assert report is not None and report.stale == ["lineage"]
+    assert await _run(database_url, _versions) == dict.fromkeys(PROJECTIONS, 1)
+    assert await _verify(database_url) == []
+
+
+async def test_0010_gives_a_database_upgraded_by_the_earlier_0005_its_versions(
+    database_url: str,
+) -> None:
+    """The 0005 before this change filled its columns itself and made no versions table; a
+    database it upgraded reaches 0008 without one. Simulated: 0008, then the table dropped."""
+    url = database_url
+    await _write_some(url)
+    await migrate.downgrade(url, "0008_follow")
+    await _run(url, lambda c: c.execute(text("DROP TABLE projection_versions")))
+    await migrate.upgrade(url)
+    assert await _run(url, _versions) == dict.fromkeys(PROJECTIONS, 1)
+    await ensure_database_ready(url)
+    assert await _verify(url) == []
+
+
+def test_db_check_refuses_a_stale_projection_and_db_upgrade_rebuilds_it(
+    database_url: str,
+) -> None:
+    asyncio.run(
+        _run(
+            database_url,
+            lambda c: c.execute(
+                projection_versions.update()
+                .where(projection_versions.c.projection == "observations")
+                .values(version=0)
+            ),
+        )
+    )
+    checked = invoke(database_url, "db", "check")
+    assert checked.exit_code == 1
+    assert "observations" in checked.output and "ledger db upgrade" in checked.output
+    upgraded = invoke(database_url, "db", "upgrade")
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "rebuilt the projections" in upgraded.output
+    assert invoke(database_url, "db", "check").exit_code == 0
