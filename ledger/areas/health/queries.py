@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, and_, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.selection import Selection, glob_to_like, literal_prefix
 from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.tables import observation_records
+from ledger.areas.runs.tables import run_labels
 from ledger.log.tables import rollouts
 
 PAGE_SIZE = 1000
@@ -30,11 +31,20 @@ PERF_COLUMNS = (
 
 
 def _selected(query: Select[Any], selection: Selection, conn: AsyncConnection) -> Select[Any]:
-    query = query.select_from(
-        observation_records.join(
-            rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
-        )
+    joined = observation_records.join(
+        rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
     )
+    if selection.run is not None:
+        # The label of the record's own generation (a delete ends both).
+        joined = joined.join(
+            run_labels,
+            and_(
+                run_labels.c.rollout_id == observation_records.c.rollout_id,
+                run_labels.c.generation == observation_records.c.generation,
+                run_labels.c.run_label == selection.run,
+            ),
+        )
+    query = query.select_from(joined)
     if selection.ids is not None:
         column = observation_records.c.rollout_id
         query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
