@@ -7,6 +7,7 @@ Revises: 0008_follow
 Create Date: 2026-12-01
 """
 
+import json
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -104,6 +105,40 @@ GROUP BY s.run_label
 """
 
 
+def _project_stored_labels() -> None:
+    """A log that was at this revision before (down, then up again) holds ``rollout.labelled``
+    events: project those of each rollout's current generation, as the projector would have
+    (a generation is labelled once; ended generations have no row)."""
+    conn = op.get_bind()
+    stored = conn.execute(
+        sa.text(
+            "SELECT e.rollout_id, e.generation, e.seq, e.payload FROM events e "
+            "JOIN rollouts r ON r.rollout_id = e.rollout_id AND r.generation = e.generation "
+            "WHERE e.kind = 'rollout.labelled' AND e.payload IS NOT NULL ORDER BY e.seq"
+        )
+    )
+    rows: dict[str, dict[str, object]] = {}
+    for rollout_id, generation, seq, payload in stored:
+        rows.setdefault(
+            rollout_id,
+            {
+                "rollout_id": rollout_id,
+                "generation": generation,
+                "run_label": json.loads(payload)["run"],
+                "labelled_seq": seq,
+            },
+        )
+    if rows:
+        table = sa.table(
+            "run_labels",
+            sa.column("rollout_id"),
+            sa.column("generation"),
+            sa.column("run_label"),
+            sa.column("labelled_seq"),
+        )
+        conn.execute(table.insert(), list(rows.values()))
+
+
 def upgrade() -> None:
     op.create_table(
         "run_labels",
@@ -114,6 +149,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("rollout_id", name=op.f("pk_run_labels")),
     )
     op.create_index("ix_run_labels_run_label", "run_labels", ["run_label", "rollout_id"])
+    _project_stored_labels()
     op.execute(ROLLOUT_SUMMARY_VIEW)
     op.execute(TASK_SUMMARY_VIEW)
     op.execute(RUN_SUMMARY_VIEW)
