@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 from sqlalchemy import text
 
 from ledger.app.bootstrap import Ledger
+from tests.support.health_run import PlannedRollout, generate_run, interleaved_posts
 
 
 def ledger_of(app: FastAPI) -> Ledger:
@@ -40,3 +42,29 @@ async def labelled_payloads(app: FastAPI) -> list[dict[str, Any]]:
         app, "SELECT payload FROM events WHERE kind = 'rollout.labelled' ORDER BY seq"
     )
     return [json.loads(row["payload"]) for row in found]
+
+
+async def write_labelled(
+    client: httpx.AsyncClient, planned: list[PlannedRollout], run: str | None
+) -> None:
+    """A generated run written as a live run writes it, every post naming ``run``."""
+    query = "" if run is None else f"?run={run}"
+    for path, body in interleaved_posts(planned, seed=3):
+        answer = await client.post(path + query, json=body)
+        assert answer.status_code in (200, 201), f"{path}: {answer.text}"
+
+
+async def three_runs(client: httpx.AsyncClient) -> dict[str | None, list[PlannedRollout]]:
+    """Runs ``grpo-a`` and ``grpo-b`` (labelled) and one without a label, on the same tasks
+    and Gym identities (only the id prefix tells them apart)."""
+    runs: dict[str | None, list[PlannedRollout]] = {
+        "grpo-a": generate_run(40, seed=4, prefix="a"),
+        "grpo-b": generate_run(30, seed=5, prefix="b"),
+        None: generate_run(20, seed=6, prefix="c"),
+    }
+    for run, planned in runs.items():
+        await write_labelled(client, planned, run)
+    return runs
+
+
+PREFIX = {"grpo-a": "a", "grpo-b": "b", None: "c"}
