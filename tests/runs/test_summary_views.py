@@ -127,7 +127,7 @@ async def test_rollout_summary_attempts_follow_the_selection_rule(
         assert (row["logical_rollout_id"], row["attempt"]) == (logical, attempt), row
         by_run.setdefault(row["run_label"], []).append(row)
     assert {row["rollout_id"] for row in by_run["odd"]} == set(ODD_IDS)
-    for run, members in by_run.items():
+    for members in by_run.values():
         superseded = superseded_attempts(row["rollout_id"] for row in members)
         for row in members:
             assert bool(row["latest_attempt"]) is (row["rollout_id"] not in superseded), row
