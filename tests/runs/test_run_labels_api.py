@@ -9,6 +9,7 @@ import httpx
 from fastapi import FastAPI
 
 from ledger.app.areas import default_projectors
+from ledger.areas.runs.labels import RUN_LABEL_PATTERN
 from ledger.log.verify import verify_projections
 from tests.conftest import CONTROL_HEADERS
 from tests.observations.support import (
@@ -201,3 +202,39 @@ async def test_verify_rebuilds_the_labels(client: httpx.AsyncClient, app: FastAP
         report = await verify_projections(conn, ledger.store.catalogue, default_projectors())
     assert report.ok, report.differences
     assert await labels(app) == {"r1": ("run-c", 1), "r2": ("run-b", 0)}
+
+
+async def test_a_retired_rollout_can_still_be_labelled(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    await client.post("/v1/rollouts/r1/model-calls", json=exchange("c1"))
+    retired = await client.post(
+        "/training-token-capture/control/rollouts/retire",
+        json={"rollout_ids": ["r1"]},
+        headers=CONTROL_HEADERS,
+    )
+    assert retired.status_code == 200, retired.text
+    answer = await client.post("/v1/rollouts/r1/result?run=run-a", json=EXAMPLE_RESULT)
+    assert answer.status_code == 201, answer.text
+    assert await labels(app) == {"r1": ("run-a", 0)}
+
+
+async def test_openapi_documents_run(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    for method, path in (
+        ("post", "/v1/rollouts/{rollout_id}/model-calls"),
+        ("post", "/v1/model-calls/batch"),
+        ("post", "/v1/rollouts/{rollout_id}/observations"),
+        ("post", "/v1/rollouts/{rollout_id}/result"),
+        ("get", "/v1/health"),
+        ("get", "/v1/health/quality-summary"),
+        ("get", "/v1/health/rollout-verdicts"),
+        ("get", "/v1/perf-summary"),
+    ):
+        parameters = {p["name"]: p for p in schema["paths"][path][method]["parameters"]}
+        run = parameters["run"]
+        assert run["in"] == "query" and not run.get("required", False), path
+        string = run["schema"]["anyOf"][0]
+        assert string["pattern"] == RUN_LABEL_PATTERN, path
+        assert (string["minLength"], string["maxLength"]) == (1, 200), path
+        assert "run" in run["description"].lower(), path
