@@ -108,7 +108,7 @@ async def bench(url: str, *, rollouts: int, runs: int, repeats: int) -> None:
 
         async def sql(query: str) -> list[Any]:
             async with store.read() as conn:
-                return (await conn.execute(text(query))).all()
+                return list((await conn.execute(text(query))).all())
 
         floor = await _timed(
             repeats, lambda: sql("SELECT COUNT(*), SUM(total_latency_ms) FROM observation_records")
