@@ -45,7 +45,10 @@ def _utc(moment: datetime | None, name: str) -> datetime | None:
         return None
     if moment.tzinfo is None:
         raise BadRequest(f"{name}: give a time zone (e.g. 2026-01-01T00:00:00Z); got {moment}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+00:01 is before year 1 in UTC
+        raise BadRequest(f"{name}: {moment.isoformat()} is out of range in UTC") from None
 
 
 @dataclass(frozen=True)
