@@ -17,6 +17,7 @@ from ledger.areas.health.area import AREA as HEALTH
 from ledger.areas.lineage.area import AREA as LINEAGE
 from ledger.areas.observations.area import AREA as OBSERVATIONS
 from ledger.areas.proxy.area import AREA as PROXY
+from ledger.areas.runs.area import AREA as RUNS
 from ledger.areas.viewer.area import AREA as VIEWER
 from ledger.log.events import Catalogue, EventType
 from ledger.log.metadata import metadata
@@ -25,7 +26,7 @@ from ledger.mirror.base import MirrorArea
 
 
 def areas() -> list[Area]:
-    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, HEALTH, PROXY, VIEWER]
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, RUNS, HEALTH, PROXY, VIEWER]
 
 
 def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:

@@ -157,6 +157,8 @@ async def test_bad_input_is_a_clear_4xx(client: httpx.AsyncClient) -> None:
         ("/v1/health", {"ids": "a/b"}, 400, "glob"),
         ("/v1/health", {"ids": "x" * 401}, 422, ""),
         ("/v1/health", {"since": "2026-01-01T00:00:00"}, 400, "time zone"),
+        ("/v1/health", {"since": "0001-01-01T00:00:00+00:01"}, 400, "out of range"),
+        ("/v1/perf-summary", {"until": "9999-12-31T23:59:59-00:01"}, 400, "out of range"),
         ("/v1/perf-summary", {"since": "yesterday"}, 422, ""),
         ("/v1/perf-summary", {"attempts": "some"}, 422, ""),
         (

@@ -15,9 +15,13 @@ from ledger.areas.captures.importer import (
     scan_capture_dir,
 )
 from ledger.areas.lineage.importer import LineageImportReport, import_lineage_dir
+from ledger.areas.runs.labels import check_run_label
+from ledger.log.errors import InvalidPayload
 
 
-def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary:
+def import_captures(
+    settings: Settings, directory: Path, run_label: str | None = None
+) -> CaptureImportSummary:
     from ledger.app.bootstrap import opened_store
 
     _files, total = scan_capture_dir(directory)
@@ -34,7 +38,7 @@ def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary
             ) as progress:
                 task = progress.add_task("captures", total=total)
                 return await import_capture_dir(
-                    store, directory, progress=lambda n: progress.advance(task, n)
+                    store, directory, progress=lambda n: progress.advance(task, n), run=run_label
                 )
 
     summary = run_async(run)
@@ -51,6 +55,10 @@ def import_captures(settings: Settings, directory: Path) -> CaptureImportSummary
         )
     for name in summary.skipped_files:
         click.echo(f"captures: skipped {name}: not a valid rollout id")
+    if run_label is not None:
+        click.echo(f"captures: {summary.labelled} rollouts labelled run {run_label!r}")
+    for detail in summary.label_conflicts.values():
+        click.echo(f"captures: skipped: {detail}")
     return summary
 
 
@@ -151,6 +159,11 @@ def follow_captures(settings: Settings, directory: Path) -> None:
     default=None,
     help="With --follow: poll, not inotify (network filesystems) [LEDGER_FOLLOW_FORCE_POLLING]",
 )
+@click.option(
+    "--run",
+    help="Label every rollout of --capture-dir with this run (a rollout labelled otherwise "
+    "is skipped and reported)",
+)
 @database_options
 @click.pass_context
 def import_command(
@@ -159,17 +172,25 @@ def import_command(
     lineage_dir: Path | None,
     follow: bool,
     force_polling: bool | None,
+    run: str | None,
 ) -> None:
     """Import Gym capture files and/or lineage ledgers; re-running adds nothing."""
     if capture_dir is None and lineage_dir is None:
         raise click.UsageError("give --capture-dir and/or --lineage-dir")
+    if run is not None:
+        if capture_dir is None or follow:
+            raise click.UsageError("--run labels the rollouts of --capture-dir (not --follow)")
+        try:
+            check_run_label(run, name="--run")
+        except InvalidPayload as exc:
+            raise click.UsageError(exc.message) from None
     if follow and (capture_dir is None or lineage_dir is not None):
         raise click.UsageError("--follow follows one --capture-dir (and no --lineage-dir)")
     settings = settings_from(ctx, follow_force_polling=force_polling)
     if capture_dir is not None and follow:
         follow_captures(settings, capture_dir)
     elif capture_dir is not None:
-        import_captures(settings, capture_dir)
+        import_captures(settings, capture_dir, run)
     if lineage_dir is not None:
         import_lineage(settings, lineage_dir)
 

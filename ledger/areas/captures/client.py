@@ -26,6 +26,10 @@ class CaptureClientError(Exception):
         self.detail = detail
 
 
+def _run_params(run: str | None) -> dict[str, str]:
+    return {} if run is None else {"run": run}
+
+
 class CaptureClient:
     def __init__(
         self,
@@ -69,28 +73,35 @@ class CaptureClient:
         return f"/v1/rollouts/{validate_rollout_id(rollout_id)}{suffix}"
 
     async def append_model_call(
-        self, rollout_id: str, exchange: Mapping[str, Any]
+        self, rollout_id: str, exchange: Mapping[str, Any], *, run: str | None = None
     ) -> dict[str, Any]:
         """Append one raw exchange; returns ``{rollout_id, model_call_id, call_index, seq}``
-        once durable (the same reply again for an identical repeat)."""
+        once durable (the same reply again for an identical repeat). ``run`` labels the
+        rollout with its run (409 if it holds another label)."""
         response = await self._request(
-            "POST", self._path(rollout_id, "/model-calls"), json=dict(exchange)
+            "POST",
+            self._path(rollout_id, "/model-calls"),
+            json=dict(exchange),
+            params=_run_params(run),
         )
         reply: dict[str, Any] = response.json()
         return reply
 
     async def append_model_calls(
-        self, items: Iterable[tuple[str, Mapping[str, Any]]]
+        self, items: Iterable[tuple[str, Mapping[str, Any]]], *, run: str | None = None
     ) -> list[dict[str, Any]]:
         """Append many (rollout_id, exchange) pairs in one request; one result per item,
-        each with ``status`` (201/200, or 400/409/422 with ``detail``)."""
+        each with ``status`` (201/200, or 400/409/422 with ``detail``). ``run`` labels every
+        item's rollout."""
         body = {
             "items": [
                 {"rollout_id": rollout_id, "exchange": dict(exchange)}
                 for rollout_id, exchange in items
             ]
         }
-        response = await self._request("POST", "/v1/model-calls/batch", json=body)
+        response = await self._request(
+            "POST", "/v1/model-calls/batch", json=body, params=_run_params(run)
+        )
         results: list[dict[str, Any]] = response.json()["results"]
         return results
 

@@ -8,6 +8,9 @@ so the rollout's view reports it as ``model_call_capture_records_unreadable``.
 Re-running adds nothing: each line's event carries the idempotency key
 ``capture-import:<sha256(rollout id, position, line bytes)>``, each marker
 ``capture-import-incomplete:<sha256(rollout id)>``.
+
+With a run label, each rollout is labelled before its files are read; a rollout that holds
+another label is left out (reported), since its evidence belongs to another run.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.projection import exchange_sha256
 from ledger.areas.captures.queries import find_call, load_state
+from ledger.areas.runs.commands import RunLabelConflict, apply_label, check_label
 from ledger.gym.capture_lines import parse_capture_text
 from ledger.gym.ids import is_valid_rollout_id
 from ledger.log.canonical import sha256_hex
@@ -55,6 +59,9 @@ class CaptureImportSummary:
     conflicting_ids: int = 0
     markers: int = 0
     skipped_files: list[str] = field(default_factory=list)
+    labelled: int = 0
+    # Rollouts that hold another run label: their files were not imported.
+    label_conflicts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,13 @@ def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
     return command
 
 
+def _label_command(rollout_id: str, run: str) -> Callable[[WriteTransaction], bool]:
+    def command(tx: WriteTransaction) -> bool:
+        return apply_label(tx, check_label(tx, rollout_id, run)) is not None
+
+    return command
+
+
 def _chunks(path: Path, progress: Progress | None) -> Iterator[list[CaptureLine]]:
     """Non-blank lines with their tolerant-read positions, a bounded chunk at a time."""
     chunk: list[CaptureLine] = []
@@ -208,9 +222,15 @@ def scan_capture_dir(directory: Path) -> tuple[int, int]:
 
 
 async def import_capture_dir(
-    store: LedgerStore, directory: Path, *, progress: Progress | None = None
+    store: LedgerStore,
+    directory: Path,
+    *,
+    progress: Progress | None = None,
+    run: str | None = None,
 ) -> CaptureImportSummary:
+    """Import every capture file and marker; with ``run``, label each rollout first."""
     summary = CaptureImportSummary()
+    checked: set[str] = set()
     with os.scandir(directory) as entries:
         for entry in entries:
             if not entry.is_file():
@@ -224,6 +244,14 @@ async def import_capture_dir(
                 continue
             if not is_valid_rollout_id(rollout_id):
                 summary.skipped_files.append(name)
+                continue
+            if run is not None and rollout_id not in checked:
+                checked.add(rollout_id)
+                try:
+                    summary.labelled += await store.execute(_label_command(rollout_id, run))
+                except RunLabelConflict as exc:
+                    summary.label_conflicts[rollout_id] = exc.message
+            if rollout_id in summary.label_conflicts:
                 continue
             summary.files += 1
             summary.rollouts.add(rollout_id)

@@ -13,6 +13,7 @@ from ledger.app.http.body import read_json, request_body_schema, validate_as
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.captures.service import MAX_BATCH_ITEMS, MarkerReceipt
+from ledger.areas.runs.http import RunLabelQuery
 from ledger.gym.capture_lines import MAX_MODEL_CALL_ID_LENGTH, CaptureExchange, ModelCallId
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
 from ledger.log.errors import InvalidPayload
@@ -63,22 +64,28 @@ def _marker(receipt: MarkerReceipt, flag: str, **extra: Any) -> JSONResponse:
     },
 )
 async def append_model_call(
-    ledger: LedgerDep, _auth: IngestAuth, rollout_id: RolloutIdDep, request: Request
+    ledger: LedgerDep,
+    _auth: IngestAuth,
+    rollout_id: RolloutIdDep,
+    request: Request,
+    run: RunLabelQuery = None,
 ) -> JSONResponse:
     """Append one raw exchange (Gym's capture line); 201 once durable, 200 for a repeat,
-    409 when the model_call_id was captured with a different exchange."""
+    409 when the model_call_id was captured with a different exchange, or when ``run``
+    differs from the rollout's run label."""
     body = await _exchange_body(request)
-    receipt = await ledger.captures.append(rollout_id, body.refuse_if_wrong("exchange"))
+    receipt = await ledger.captures.append(rollout_id, body.refuse_if_wrong("exchange"), run=run)
     return JSONResponse(receipt.public(), status_code=201 if receipt.created else 200)
 
 
 @router.post("/model-calls/batch", openapi_extra=_schema_of(BatchRequest))
 async def append_model_calls(
-    ledger: LedgerDep, _auth: IngestAuth, request: Request
+    ledger: LedgerDep, _auth: IngestAuth, request: Request, run: RunLabelQuery = None
 ) -> JSONResponse:
     """Append many exchanges for many rollouts: one result per item, in order
     (``status`` 201/200 with the receipt, or 400/409/422 with ``detail``).
-    At most ``MAX_BATCH_ITEMS`` (1000) items."""
+    At most ``MAX_BATCH_ITEMS`` (1000) items. ``run`` labels every item's rollout; an item
+    of a rollout labelled otherwise is a 409 of its own."""
     parsed = await _exchange_body(request)
     outside, refused = parsed.split_items("items")
     if outside:
@@ -95,7 +102,7 @@ async def append_model_calls(
     if len(items) > MAX_BATCH_ITEMS:
         raise InvalidPayload(f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
     results = await ledger.captures.append_many(
-        items, refused={index: problem.describe() for index, problem in refused.items()}
+        items, refused={index: problem.describe() for index, problem in refused.items()}, run=run
     )
     return JSONResponse({"results": [result.public() for result in results]})
 

@@ -36,6 +36,8 @@ from ledger.areas.captures.queries import (
     lookup_capture,
     lookup_captures,
 )
+from ledger.areas.runs.commands import LabelCheck, apply_label, check_label
+from ledger.areas.runs.labels import check_run_label
 from ledger.gym.capture_attachment import build_capture_attachment, capture_attachment, capture_gaps
 from ledger.gym.capture_lines import CaptureExchange
 from ledger.gym.ids import validate_rollout_id
@@ -187,14 +189,22 @@ def prepare_batch_item(item: object, prefix: str) -> PreparedExchange:
     return prepare_exchange(item["rollout_id"], item["exchange"], prefix=f"{prefix}.exchange")
 
 
-def append_one(tx: WriteTransaction, prepared: PreparedExchange) -> CaptureReceipt:
-    """Idempotent on model_call_id; otherwise the rollout's next position.
+def append_one(
+    tx: WriteTransaction, prepared: PreparedExchange, run: str | None = None
+) -> CaptureReceipt:
+    """Idempotent on model_call_id; otherwise the rollout's next position. With ``run``, the
+    rollout's generation is labelled too (a repeat labels it as well).
 
     Raises Conflict before appending anything, so a batch can carry on with its other items.
     """
+    label = None if run is None else check_label(tx, prepared.rollout_id, run)
+    if label is not None:
+        label.refuse_if_different()
     tx.flush_pending()
     lookup = lookup_capture(tx.conn, prepared.rollout_id, prepared.model_call_id)
     receipt, _ = decide_append(tx, prepared, lookup.existing, lookup.next_call_index)
+    if label is not None:
+        apply_label(tx, label)
     return receipt
 
 
@@ -225,25 +235,33 @@ def decide_append(
     return receipt, StoredCall(next_call_index, event.seq, event.payload_sha256)
 
 
-def append_command(prepared: PreparedExchange) -> Callable[[WriteTransaction], CaptureReceipt]:
+def append_command(
+    prepared: PreparedExchange, run: str | None = None
+) -> Callable[[WriteTransaction], CaptureReceipt]:
     def command(tx: WriteTransaction) -> CaptureReceipt:
-        return append_one(tx, prepared)
+        return append_one(tx, prepared, run)
 
     return command
 
 
 def append_many_command(
-    prepared: Sequence[PreparedExchange],
+    prepared: Sequence[PreparedExchange], run: str | None = None
 ) -> Callable[[WriteTransaction], list[CaptureReceipt | Conflict]]:
     """A whole batch request in one write command: no savepoint and no future per item.
 
     Each item is decided exactly as ``append_one`` would decide it after the items before it,
     but what is stored is read once per rollout (one statement for all its model_call_ids)
     and then kept up to date as the items append: within the command nothing else writes
-    these rollouts, and each captured event takes the next position.
+    these rollouts, and each captured event takes the next position. With ``run``, each
+    rollout's label is read once too; an item of a rollout labelled otherwise is a 409 of its
+    own, and a rollout is labelled after its first accepted item.
     """
 
     def command(tx: WriteTransaction) -> list[CaptureReceipt | Conflict]:
+        labels: dict[str, LabelCheck] = {}
+        if run is not None:
+            for rollout_id in dict.fromkeys(item.rollout_id for item in prepared):
+                labels[rollout_id] = check_label(tx, rollout_id, run)
         ids_by_rollout: dict[str, set[str]] = {}
         for item in prepared:
             ids_by_rollout.setdefault(item.rollout_id, set()).add(item.model_call_id)
@@ -256,7 +274,10 @@ def append_many_command(
         for item in prepared:
             lookup = lookups[item.rollout_id]
             existing = lookup.existing.get(item.model_call_id)
+            label = labels.get(item.rollout_id)
             try:
+                if label is not None:
+                    label.refuse_if_different()
                 receipt, stored = decide_append(tx, item, existing, lookup.next_call_index)
             except Conflict as exc:
                 outcomes.append(exc)
@@ -264,6 +285,8 @@ def append_many_command(
             if stored is not None:
                 lookup.existing[item.model_call_id] = stored
                 lookup.next_call_index += 1
+            if label is not None:
+                apply_label(tx, label)
             outcomes.append(receipt)
         return outcomes
 
@@ -276,18 +299,28 @@ class CaptureService:
 
     # ---- writes -------------------------------------------------------------------------
 
-    async def append(self, rollout_id: str, body: object) -> CaptureReceipt:
+    async def append(
+        self, rollout_id: str, body: object, *, run: str | None = None
+    ) -> CaptureReceipt:
+        """Append one exchange; with ``run``, label the rollout (409 if labelled otherwise)."""
         prepared = prepare_exchange(rollout_id, body)
+        run = None if run is None else check_run_label(run)
         result: CaptureReceipt = await self._store.execute(
-            append_command(prepared), size_hint=prepared.size
+            append_command(prepared, run), size_hint=prepared.size
         )
         return result
 
     async def append_many(
-        self, items: Sequence[object], refused: Mapping[int, str] | None = None
+        self,
+        items: Sequence[object],
+        refused: Mapping[int, str] | None = None,
+        *,
+        run: str | None = None,
     ) -> list[BatchItemResult]:
         """One result per item, in order; a bad item fails only itself. ``refused`` holds the
-        items the body parser already found wrong (422 with that detail)."""
+        items the body parser already found wrong (422 with that detail). ``run`` labels every
+        item's rollout (an item of a rollout labelled otherwise is a 409)."""
+        run = None if run is None else check_run_label(run)
         if len(items) > MAX_BATCH_ITEMS:
             raise InvalidPayload(
                 f"items: at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}"
@@ -307,7 +340,7 @@ class CaptureService:
             positions.append(position)
         if prepared:
             outcomes = await self._store.execute(
-                append_many_command(prepared), size_hint=sum(p.size for p in prepared)
+                append_many_command(prepared, run), size_hint=sum(p.size for p in prepared)
             )
             for position, outcome in zip(positions, outcomes, strict=True):
                 if isinstance(outcome, Conflict):

@@ -27,7 +27,8 @@ out = Console()
 
 
 def selection_options(command: F) -> F:
-    """The selection, the same on both commands: an id glob, a window, a task, attempts."""
+    """The selection, the same on both commands: an id glob, a window, a task, a run label,
+    attempts."""
     for option in reversed(
         [
             click.argument("ids", required=False),
@@ -42,6 +43,11 @@ def selection_options(command: F) -> F:
                 help="... and before this time",
             ),
             click.option("--task", "task_id", help="Only this task id"),
+            click.option(
+                "--run",
+                "run",
+                help="Only rollouts labelled with this run (?run= on their ingest routes)",
+            ),
             click.option(
                 "--attempts",
                 type=click.Choice(["latest", "all"]),
@@ -60,10 +66,18 @@ def _selection(
     since: datetime | None,
     until: datetime | None,
     task_id: str | None,
+    run: str | None,
     attempts: str,
 ) -> Selection:
     try:
-        return Selection(ids=ids, since=since, until=until, task_id=task_id, attempts=attempts)  # type: ignore[arg-type]
+        return Selection(
+            ids=ids,
+            since=since,
+            until=until,
+            task_id=task_id,
+            run=run,
+            attempts=attempts,  # type: ignore[arg-type]
+        )
     except BadRequest as exc:
         raise click.UsageError(exc.message) from None
 
@@ -159,6 +173,7 @@ def health(
     since: datetime | None,
     until: datetime | None,
     task_id: str | None,
+    run: str | None,
     attempts: str,
     output_dir: Path | None,
     ignore: tuple[str, ...],
@@ -168,7 +183,7 @@ def health(
 
     Each rollout's findings come from health_findings (kept by ledger serve) when they are as
     new as its record; other records are checked now. Same files either way."""
-    selection = _selection(ids, since, until, task_id, attempts)
+    selection = _selection(ids, since, until, task_id, run, attempts)
     ignored = [part for value in ignore for part in value.split(",")]
     report = _with_service(ctx, lambda service: service.report(selection, ignored))
     if as_json:
@@ -190,10 +205,11 @@ def perf_summary_command(
     since: datetime | None,
     until: datetime | None,
     task_id: str | None,
+    run: str | None,
     attempts: str,
 ) -> None:
     """Gym's perf_summary block over the selected rollouts (JSON; null when none has ng_perf)."""
-    selection = _selection(ids, since, until, task_id, attempts)
+    selection = _selection(ids, since, until, task_id, run, attempts)
     answer = _with_service(ctx, lambda service: service.perf(selection))
     click.echo(json.dumps(answer["perf_summary"]))
     counts = answer["selection"]

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, and_, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -16,6 +16,7 @@ from ledger.areas.health.selection import Selection, glob_to_like, literal_prefi
 from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.tables import observation_records
+from ledger.areas.runs.tables import run_labels
 from ledger.gym.health.compact import CompactDigest
 from ledger.log.tables import rollouts
 
@@ -42,6 +43,16 @@ def _selected(
     source = observation_records.join(
         rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
     )
+    if selection.run is not None:
+        # The label of the record's own generation (a delete ends both).
+        source = source.join(
+            run_labels,
+            and_(
+                run_labels.c.rollout_id == observation_records.c.rollout_id,
+                run_labels.c.generation == observation_records.c.generation,
+                run_labels.c.run_label == selection.run,
+            ),
+        )
     if with_findings:
         source = source.outerjoin(
             health_findings, health_findings.c.rollout_id == observation_records.c.rollout_id

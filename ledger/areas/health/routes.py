@@ -14,6 +14,7 @@ from ledger.app.http.deps import LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.health.selection import MAX_GLOB_LENGTH, Attempts, Selection
 from ledger.areas.health.service import HealthService
+from ledger.areas.runs.http import RunSelectionQuery
 from ledger.gym.health.catalogue import ALL_CHECKS
 from ledger.gym.ids import TASK_ID_PATTERN
 
@@ -40,8 +41,9 @@ def _selection(
     attempts: Annotated[
         Attempts, Query(description="'latest': one attempt per (task, rollout); 'all'")
     ] = "latest",
+    run: RunSelectionQuery = None,
 ) -> Selection:
-    return Selection(ids=ids, since=since, until=until, task_id=task_id, attempts=attempts)
+    return Selection(ids=ids, since=since, until=until, task_id=task_id, attempts=attempts, run=run)
 
 
 SelectionDep = Annotated[Selection, Depends(_selection)]

@@ -1,5 +1,6 @@
 """Which rollouts a run-level answer covers: an id glob, a window on the time of their last
-event, a task; and of several attempts (``<id>-a<n>``) of one (task, rollout), the latest."""
+event, a task, a run label; and of several attempts (``<id>-a<n>``) of one (task, rollout),
+the latest."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from ledger.areas.runs.labels import check_run_label
 from ledger.gym.ids import split_transport_rollout_id
-from ledger.log.errors import BadRequest
+from ledger.log.errors import BadRequest, InvalidPayload
 
 Attempts = Literal["latest", "all"]
 MAX_GLOB_LENGTH = 400
@@ -43,7 +45,10 @@ def _utc(moment: datetime | None, name: str) -> datetime | None:
         return None
     if moment.tzinfo is None:
         raise BadRequest(f"{name}: give a time zone (e.g. 2026-01-01T00:00:00Z); got {moment}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+00:01 is before year 1 in UTC
+        raise BadRequest(f"{name}: {moment.isoformat()} is out of range in UTC") from None
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,16 @@ class Selection:
     until: datetime | None = None  # last event before
     task_id: str | None = None
     attempts: Attempts = "latest"
+    run: str | None = None  # run label
 
     def __post_init__(self) -> None:
         if self.ids is not None:
             glob_to_like(self.ids)
+        if self.run is not None:
+            try:
+                check_run_label(self.run)
+            except InvalidPayload as exc:  # a selection's bad input is a 400, like the glob's
+                raise BadRequest(exc.message) from None
         object.__setattr__(self, "since", _utc(self.since, "since"))
         object.__setattr__(self, "until", _utc(self.until, "until"))
         if self.since is not None and self.until is not None and self.since >= self.until:
@@ -74,6 +85,7 @@ class Selection:
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat() if self.until else None,
             "task_id": self.task_id,
+            "run": self.run,
             "attempts": self.attempts,
         }
 

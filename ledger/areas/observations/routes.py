@@ -14,6 +14,7 @@ from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import RecordedReceipt
+from ledger.areas.runs.http import RunLabelQuery
 from ledger.gym.ids import TASK_ID_PATTERN
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
@@ -58,11 +59,13 @@ async def record_observations(
     rollout_id: RolloutIdDep,
     request: Request,
     idempotency_key: IdempotencyKey = None,
+    run: RunLabelQuery = None,
 ) -> JSONResponse:
     """Record the agent's ``AgentObservationBundle`` (it supersedes an earlier one of the same
-    rollout generation). 422 names the broken rule in the contract's words."""
+    rollout generation). 422 names the broken rule in the contract's words; 409 when ``run``
+    differs from the rollout's run label."""
     receipt = await ledger.observations.record_observations(
-        rollout_id, await _json_body(request), idempotency_key=idempotency_key
+        rollout_id, await _json_body(request), idempotency_key=idempotency_key, run=run
     )
     return _receipt(receipt)
 
@@ -82,11 +85,13 @@ async def record_result(
     rollout_id: RolloutIdDep,
     request: Request,
     idempotency_key: IdempotencyKey = None,
+    run: RunLabelQuery = None,
 ) -> JSONResponse:
     """Record what the collector knows about the finished attempt: task identity, ``resolved``,
-    ``latency_ms`` (dispatcher-measured), an optional producer ``ng_trajectory``, producer gaps."""
+    ``latency_ms`` (dispatcher-measured), an optional producer ``ng_trajectory``, producer gaps.
+    ``run`` labels the rollout (409 when it holds another label)."""
     receipt = await ledger.observations.record_result(
-        rollout_id, await _json_body(request), idempotency_key=idempotency_key
+        rollout_id, await _json_body(request), idempotency_key=idempotency_key, run=run
     )
     return _receipt(receipt)
 

@@ -26,6 +26,8 @@ from ledger.areas.observations.queries import (
     export_page,
     read_record_text_sync,
 )
+from ledger.areas.runs.commands import apply_label, check_label
+from ledger.areas.runs.labels import check_run_label
 from ledger.gym.export_view import export_view
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.observations import AgentObservationBundle
@@ -119,20 +121,33 @@ class ObservationService:
         *,
         size: int,
         idempotency_key: str | None,
+        run: str | None,
     ) -> RecordedReceipt:
         key = _idempotency_key(kind, rollout_id, idempotency_key)
+        run = None if run is None else check_run_label(run)
 
         def command(tx: WriteTransaction) -> RecordedReceipt:
+            label = None if run is None else check_label(tx, rollout_id, run)
+            if label is not None:
+                label.refuse_if_different()  # before anything is appended
             appended = tx.append(kind, payload, rollout_id=rollout_id, idempotency_key=key)
+            if label is not None:
+                apply_label(tx, label)
             event = appended.event
             return RecordedReceipt(rollout_id, event.generation, event.seq, appended.created)
 
         return await self._store.execute(command, size_hint=size)
 
     async def record_observations(
-        self, rollout_id: str, body: object, *, idempotency_key: str | None = None
+        self,
+        rollout_id: str,
+        body: object,
+        *,
+        idempotency_key: str | None = None,
+        run: str | None = None,
     ) -> RecordedReceipt:
-        """Record an ``AgentObservationBundle``; it supersedes the generation's earlier one."""
+        """Record an ``AgentObservationBundle``; it supersedes the generation's earlier one.
+        ``run`` labels the rollout in the same command (409 if it holds another label)."""
         validate_rollout_id(rollout_id)
         bundle, size = parse_body(AgentObservationBundle, body, "observation bundle")
         assert isinstance(bundle, AgentObservationBundle)
@@ -142,16 +157,28 @@ class ObservationService:
             ObservationsRecorded(bundle=bundle),
             size=size,
             idempotency_key=idempotency_key,
+            run=run,
         )
 
     async def record_result(
-        self, rollout_id: str, body: object, *, idempotency_key: str | None = None
+        self,
+        rollout_id: str,
+        body: object,
+        *,
+        idempotency_key: str | None = None,
+        run: str | None = None,
     ) -> RecordedReceipt:
-        """Record the collector's result; it supersedes the generation's earlier one."""
+        """Record the collector's result; it supersedes the generation's earlier one.
+        ``run`` labels the rollout in the same command (409 if it holds another label)."""
         validate_rollout_id(rollout_id)
         result, size = parse_body(RolloutResult, body, "rollout result")
         return await self._append(
-            RESULT_RECORDED, rollout_id, result, size=size, idempotency_key=idempotency_key
+            RESULT_RECORDED,
+            rollout_id,
+            result,
+            size=size,
+            idempotency_key=idempotency_key,
+            run=run,
         )
 
     # ---- reads ----------------------------------------------------------------------------
