@@ -97,7 +97,12 @@ async def test_new_lines_are_ingested_and_a_partial_line_waits(
         return await call_ids(store, "7-0") == ["c0", "c1"]
 
     await eventually(two, "the two complete lines ingested")
-    assert follower.lag()[1] == len(whole[:25])  # the partial line is the lag
+
+    async def only_the_partial_line_behind() -> bool:
+        # The follower moves its position after the commit that made the rows visible.
+        return follower.lag()[1] == len(whole[:25])
+
+    await eventually(only_the_partial_line_behind, "the partial line is the lag")
     append(path, whole[25:])
 
     async def three() -> bool:
