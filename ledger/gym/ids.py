@@ -14,6 +14,13 @@ ROLLOUT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ATTEMPT_SUFFIX = re.compile(r"^(.+)-a(\d+)$")
 # Ids become file names in the mirror; the length bound keeps them below NAME_MAX with suffixes.
 MAX_ROLLOUT_ID_LENGTH = 200
+# The rule above as JSON Schema keywords, for the OpenAPI document only (``json_schema_extra``):
+# the routes check ids with ``validate_rollout_id`` and answer 400, not a validator's 422.
+ROLLOUT_ID_SCHEMA: dict[str, object] = {
+    "minLength": 1,
+    "maxLength": MAX_ROLLOUT_ID_LENGTH,
+    "pattern": ROLLOUT_ID_PATTERN.pattern,
+}
 
 
 def is_valid_rollout_id(value: object) -> bool:
