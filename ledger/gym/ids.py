@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from pydantic.config import JsonDict
+
 from ledger.log.errors import InvalidRolloutId
 
 # Visible ASCII (no space, no control character): an identifier is an idempotency key and
@@ -16,7 +18,7 @@ _ATTEMPT_SUFFIX = re.compile(r"^(.+)-a(\d+)$")
 MAX_ROLLOUT_ID_LENGTH = 200
 # The rule above as JSON Schema keywords, for the OpenAPI document only (``json_schema_extra``):
 # the routes check ids with ``validate_rollout_id`` and answer 400, not a validator's 422.
-ROLLOUT_ID_SCHEMA: dict[str, object] = {
+ROLLOUT_ID_SCHEMA: JsonDict = {
     "minLength": 1,
     "maxLength": MAX_ROLLOUT_ID_LENGTH,
     "pattern": ROLLOUT_ID_PATTERN.pattern,

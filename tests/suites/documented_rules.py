@@ -71,9 +71,10 @@ def _observations_consistent(body: Any) -> bool:
         if started is not None and completed is not None and completed < started:
             return False
         if record.get("kind") == "agent_invocation":
-            if record.get("invocation_id") in parents:
+            invocation: Any = record.get("invocation_id")
+            if invocation in parents:
                 return False
-            parents[record.get("invocation_id")] = record.get("parent_invocation_id")
+            parents[invocation] = record.get("parent_invocation_id")
     for start in parents:
         seen, node = set(), start
         while node in parents:
