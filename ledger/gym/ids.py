@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from pydantic.config import JsonDict
+
 from ledger.log.errors import InvalidRolloutId
 
 # Visible ASCII (no space, no control character): an identifier is an idempotency key and
@@ -14,6 +16,13 @@ ROLLOUT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ATTEMPT_SUFFIX = re.compile(r"^(.+)-a(\d+)$")
 # Ids become file names in the mirror; the length bound keeps them below NAME_MAX with suffixes.
 MAX_ROLLOUT_ID_LENGTH = 200
+# The rule above as JSON Schema keywords, for the OpenAPI document only (``json_schema_extra``):
+# the routes check ids with ``validate_rollout_id`` and answer 400, not a validator's 422.
+ROLLOUT_ID_SCHEMA: JsonDict = {
+    "minLength": 1,
+    "maxLength": MAX_ROLLOUT_ID_LENGTH,
+    "pattern": ROLLOUT_ID_PATTERN.pattern,
+}
 
 
 def is_valid_rollout_id(value: object) -> bool:

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from ledger.gym.ids import PRINTABLE_ID_PATTERN
+from ledger.gym.ids import PRINTABLE_ID_PATTERN, ROLLOUT_ID_SCHEMA
 
 CONTROL_ROUTE_PREFIX = "/training-token-capture/control"
 MAX_LEDGER_BATCH = 4096
@@ -278,12 +278,14 @@ class RolloutRemoval(BaseModel):
 
 
 class LedgerBatchRequest(BaseModel):
-    """The body of retire/delete: 1..4096 ids and nothing else (bad shapes are 422)."""
+    """The body of retire/delete: 1..4096 ids and nothing else (bad shapes are 422; an id
+    outside Gym's charset is a 400, from ``validate_rollout_ids``: the charset is documented,
+    not validated here)."""
 
     model_config = ConfigDict(extra="forbid")
 
     rollout_ids: Annotated[
-        list[Annotated[str, Field(strict=True)]],
+        list[Annotated[str, Field(strict=True, json_schema_extra=ROLLOUT_ID_SCHEMA)]],
         Field(min_length=1, max_length=MAX_LEDGER_BATCH),
         FailFast(),
     ]

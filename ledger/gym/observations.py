@@ -31,9 +31,23 @@ PARENT_CYCLE = "parent_invocation_id must not form a cycle"
 TOOL_TIMING_ORDER = "completed_at must not be earlier than started_at"
 
 
+def _kind_required(schema: dict[str, Any]) -> None:
+    """Document ``kind`` as required: each model defaults it, but a record is picked by it
+    (the discriminator refuses a record without one)."""
+    if "kind" in schema.get("properties", {}):
+        required = schema.setdefault("required", [])
+        if "kind" not in required:
+            required.append("kind")
+
+
 class ObservationModel(BaseModel):
     # NaN/Infinity are refused: they are not JSON and could not be stored or hashed.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_assignment=True,
+        allow_inf_nan=False,
+        json_schema_extra=_kind_required,
+    )
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Pydantic runs model validators after storing the new value, so a refused assignment
@@ -60,8 +74,24 @@ class ModelServerRef(ObservationModel):
         return (self.type, self.name)
 
 
+def _join_key_required(schema: dict[str, Any]) -> None:
+    """Document ``MODEL_CALL_REF_REQUIRED`` (the validator below is the rule)."""
+    schema["anyOf"] = [
+        {"required": ["model_call_id"], "properties": {"model_call_id": _NON_EMPTY}},
+        {
+            "required": ["model_ref", "response_id"],
+            "properties": {"model_ref": {"type": "object"}, "response_id": _NON_EMPTY},
+        },
+    ]
+
+
+_NON_EMPTY = {"type": "string", "minLength": 1}
+
+
 class ModelCallRef(ObservationModel):
     """Stable identifiers an agent can observe for one model call."""
+
+    model_config = ConfigDict(json_schema_extra=_join_key_required)
 
     model_call_id: str | None = None
     model_ref: ModelServerRef | None = None

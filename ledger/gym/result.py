@@ -25,7 +25,12 @@ from pydantic import (
 )
 
 from ledger.gym.capture_lines import MAX_MEASURE
-from ledger.gym.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN, split_transport_rollout_id
+from ledger.gym.ids import (
+    MAX_ROLLOUT_ID_LENGTH,
+    ROLLOUT_ID_PATTERN,
+    ROLLOUT_ID_SCHEMA,
+    split_transport_rollout_id,
+)
 from ledger.gym.observations import ObservationGap
 
 ROLLOUT_ID_MESSAGE = (
@@ -46,7 +51,11 @@ IDENTITY_KEYS = (
 
 # Task ids are indexed for export filters; the bound keeps them indexable on every backend.
 MAX_TASK_KEY_LENGTH = 1000
-TaskKey = Annotated[StrictStr, Field(max_length=MAX_TASK_KEY_LENGTH)] | StrictInt
+# Documented only: the JSON body reader refuses any integer outside 64 bits (422) first.
+INT64_SCHEMA: dict[str, Any] = {"minimum": -(2**63), "maximum": 2**63 - 1}
+Int64 = Annotated[StrictInt, Field(json_schema_extra=INT64_SCHEMA)]
+Index = Annotated[StrictInt, Field(ge=0, json_schema_extra={"maximum": 2**63 - 1})]
+TaskKey = Annotated[StrictStr, Field(max_length=MAX_TASK_KEY_LENGTH)] | Int64
 
 
 class RolloutResult(BaseModel):
@@ -60,15 +69,24 @@ class RolloutResult(BaseModel):
     task_id: TaskKey | None = None
     problem_id: TaskKey | None = None
     instance_id: TaskKey | None = None
-    task_index: StrictInt | None = Field(default=None, alias="_ng_task_index", ge=0)
-    rollout_index: StrictInt | None = Field(default=None, alias="_ng_rollout_index", ge=0)
-    attempt_index: StrictInt | None = Field(default=None, alias="_ng_attempt_index", ge=0)
+    task_index: Index | None = Field(default=None, alias="_ng_task_index")
+    rollout_index: Index | None = Field(default=None, alias="_ng_rollout_index")
+    attempt_index: Index | None = Field(default=None, alias="_ng_attempt_index")
     explicit_rollout_id: StrictStr | None = Field(
-        default=None, alias="_ng_rollout_id", max_length=MAX_ROLLOUT_ID_LENGTH
+        default=None,
+        alias="_ng_rollout_id",
+        max_length=MAX_ROLLOUT_ID_LENGTH,
+        json_schema_extra=ROLLOUT_ID_SCHEMA,
     )
     resolved: StrictBool | None = None
     # An int stays an int: ``ng_perf.total_latency_ms`` repeats the value as measured.
-    latency_ms: int | float | None = Field(default=None, ge=0, le=MAX_MEASURE)
+    latency_ms: int | float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_MEASURE,
+        # On a union pydantic documents neither bound; the document states them.
+        json_schema_extra={"minimum": 0, "maximum": MAX_MEASURE},
+    )
     ng_trajectory: dict[str, Any] | None = None
     gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 

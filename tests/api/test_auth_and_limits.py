@@ -129,6 +129,8 @@ async def test_a_body_over_the_limit_is_413(open_probe: httpx.AsyncClient) -> No
     response = await open_probe.post("/v1/probe", json={"text": "x" * 4000, "count": 1})
     assert response.status_code == 413
     assert response.json() == {"detail": "request body exceeds the limit of 2048 bytes"}
+    # The connection closes: the rest of the body is not read and discarded on the event loop.
+    assert response.headers["connection"] == "close"
 
 
 async def test_a_streamed_body_over_the_limit_is_413(open_probe: httpx.AsyncClient) -> None:
@@ -144,6 +146,8 @@ async def test_a_streamed_body_over_the_limit_is_413(open_probe: httpx.AsyncClie
     )
     assert response.status_code == 413
     assert response.json() == {"detail": "request body exceeds the limit of 2048 bytes"}
+    # The connection closes: the rest of the body is not read and discarded on the event loop.
+    assert response.headers["connection"] == "close"
 
 
 async def test_a_body_at_the_limit_is_accepted(open_probe: httpx.AsyncClient) -> None:

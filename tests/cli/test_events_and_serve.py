@@ -20,7 +20,7 @@ from ledger.log.projection_versions import projection_versions
 from tests.cli.support import append_events, invoke, ledger_process, seed
 from tests.support.server import free_port
 
-POLL_TIMEOUT = 30.0
+POLL_TIMEOUT = 120.0
 
 
 def json_lines(output: str) -> list[dict[str, Any]]:

@@ -60,7 +60,9 @@ async def test_verify_holds_no_transaction_between_pages_while_the_log_grows(
         if is_sqlite_url(database_url):
             # A reader holding an old snapshot makes a TRUNCATE checkpoint report busy (1):
             # the WAL could then only grow.
-            with sqlite3.connect(sqlite_path(database_url), timeout=1) as other:
+            # A writer holding its lock is waited for (busy_timeout): only a reader's old
+            # snapshot may make the checkpoint busy, and a loaded machine slows writers.
+            with sqlite3.connect(sqlite_path(database_url), timeout=30) as other:
                 wal_checkpoints.append(other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
         if len(writes) < 3:
             writes.append(asyncio.create_task(_capture(store, 4, f"meanwhile-{len(writes)}")))

@@ -60,7 +60,7 @@ def healthz_until_ok(base_url: str, deadline: float) -> int:
     while time.monotonic() < deadline:
         attempts += 1
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}/healthz", timeout=10).status_code == 200:
                 return attempts
         except httpx.TransportError:
             pass
@@ -80,8 +80,8 @@ def test_slow_headers_and_bodies_are_cut_off(tmp_path: Path, database_url: str) 
         slow_bodies = [partial_body(server.port) for _ in range(20)]
         try:
             # Below the connection limit: /healthz answers while they hang.
-            assert httpx.get(f"{server.base_url}/healthz", timeout=5).status_code == 200
-            deadline = time.monotonic() + 20
+            assert httpx.get(f"{server.base_url}/healthz", timeout=30).status_code == 200
+            deadline = time.monotonic() + 60
             for sock in slow_headers:
                 assert wait_closed(sock, deadline) == b""
             for sock in slow_bodies:
@@ -90,7 +90,7 @@ def test_slow_headers_and_bodies_are_cut_off(tmp_path: Path, database_url: str) 
         finally:
             for sock in slow_headers + slow_bodies:
                 sock.close()
-        events = httpx.get(f"{server.base_url}/v1/events", timeout=5).json()["events"]
+        events = httpx.get(f"{server.base_url}/v1/events", timeout=30).json()["events"]
         assert events == []
 
 
@@ -100,12 +100,12 @@ def test_healthz_recovers_from_more_slow_connections_than_the_limit(
     with server_with_timeouts(tmp_path, database_url) as server:
         slow = [partial_headers(server.port) for _ in range(300)]
         try:
-            healthz_until_ok(server.base_url, time.monotonic() + 20)
-            deadline = time.monotonic() + 20
+            healthz_until_ok(server.base_url, time.monotonic() + 60)
+            deadline = time.monotonic() + 60
             for sock in slow:
                 wait_closed(sock, deadline)
         finally:
             for sock in slow:
                 sock.close()
         assert server.process is not None and server.process.poll() is None
-        assert httpx.get(f"{server.base_url}/healthz", timeout=5).status_code == 200
+        assert httpx.get(f"{server.base_url}/healthz", timeout=30).status_code == 200

@@ -30,7 +30,7 @@ def ledger_cli(database_url: str, data_dir: Path, *args: str) -> subprocess.Comp
     )
 
 
-async def mirror_caught_up(database_url: str, *, within_seconds: float = 60.0) -> int:
+async def mirror_caught_up(database_url: str, *, within_seconds: float = 120.0) -> int:
     """Poll until the running server's mirror reached the head of the log; that seq."""
     store = LedgerStore(database_url, default_catalogue(), default_projectors())
     await store.open()

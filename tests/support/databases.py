@@ -37,7 +37,7 @@ def postgres_unavailable_reason() -> str | None:
         return f"{POSTGRES_ENV} is not set; the PostgreSQL leg needs a server"
 
     async def probe() -> None:
-        conn = await asyncpg.connect(dsn, timeout=5)
+        conn = await asyncpg.connect(dsn, timeout=30)
         await conn.close()
 
     try:

@@ -437,7 +437,7 @@ class FakeUpstreamProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> FakeUpstreamProcess:
+    def start(self, timeout: float = 120.0) -> FakeUpstreamProcess:
         argv = [sys.executable, "-m", "tests.support.fake_upstream", "--port", str(self.port)]
         if self.record_path is not None:
             argv += ["--record", str(self.record_path)]

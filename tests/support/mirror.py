@@ -14,7 +14,7 @@ from ledger.log.store import LedgerStore
 from ledger.mirror.checkpoint import read_checkpoint
 
 
-async def wait_for_mirror(store: LedgerStore, *, within_seconds: float = 30.0) -> int:
+async def wait_for_mirror(store: LedgerStore, *, within_seconds: float = 120.0) -> int:
     """Poll until the mirror checkpoint reaches the head of the log; return that seq."""
     deadline = time.monotonic() + within_seconds
     while True:

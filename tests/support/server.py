@@ -58,7 +58,10 @@ class ServerProcess:
         """The token the server created in its data directory on first start."""
         return (self.data_dir / "control-token").read_text().strip()
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = 120.0) -> ServerProcess:
+        """Start and wait until /healthz answers. The deadline is generous (it ends a wait as
+        soon as the server is up): on a shared, loaded machine the imports alone of a fresh
+        interpreter took longer than 30 s."""
         env = {
             **os.environ,
             "LEDGER_DATA_DIR": str(self.data_dir),

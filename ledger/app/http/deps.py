@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 
 from ledger.app.bootstrap import Ledger
-from ledger.gym.ids import validate_rollout_id
+from ledger.gym.ids import ROLLOUT_ID_SCHEMA, validate_rollout_id
 
 
 def get_ledger(request: Request) -> Ledger:
@@ -20,7 +20,9 @@ async def ledger_dependency(request: Request) -> Ledger:
     return get_ledger(request)
 
 
-async def valid_rollout_id(rollout_id: Annotated[str, Path()]) -> str:
+async def valid_rollout_id(
+    rollout_id: Annotated[str, Path(json_schema_extra=ROLLOUT_ID_SCHEMA)],
+) -> str:
     """400 ``Invalid rollout id: '<id>'`` for ids outside Gym's charset (they become file names)."""
     return validate_rollout_id(rollout_id)
 

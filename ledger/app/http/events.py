@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import MAX_SEQ, LedgerDep
-from ledger.gym.ids import validate_rollout_id
+from ledger.gym.ids import ROLLOUT_ID_SCHEMA, validate_rollout_id
 from ledger.log.records import StoredEvent
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -45,7 +45,7 @@ async def list_events(
     _auth: ReadAuth,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
-    rollout_id: str | None = None,
+    rollout_id: Annotated[str | None, Query(json_schema_extra=ROLLOUT_ID_SCHEMA)] = None,
 ) -> EventsPage:
     if rollout_id is not None:
         validate_rollout_id(rollout_id)

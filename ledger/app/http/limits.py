@@ -1,4 +1,10 @@
-"""A request-body size limit as pure ASGI middleware: 413 before the body is buffered whole."""
+"""A request-body size limit as pure ASGI middleware: 413 before the body is buffered whole.
+
+The 413 closes the connection (``Connection: close``): kept alive, the server would go on
+reading and discarding the rest of the oversized body, work on the event loop that every
+other request (``/healthz`` too) waits behind while a client streams megabytes it will never
+accept. A client still sending may see the close before the answer (docs/decisions.md).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ class BodySizeLimit:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
                 ],
             }
         )
@@ -46,13 +53,15 @@ class BodySizeLimit:
                 return
         received = 0
         started = False
+        exceeded = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    exceeded = True
                     raise _TooLarge(self.max_bytes)
             return message
 
@@ -60,6 +69,9 @@ class BodySizeLimit:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if exceeded:  # the 413 the error handlers made of _TooLarge: close, as above
+                    headers = [*message.get("headers", []), (b"connection", b"close")]
+                    message = {**message, "headers": headers}
             await send(message)
 
         try:

@@ -2,7 +2,9 @@
 ``receive`` to deliver its whole body, or it is answered 408 and its connection closed.
 
 uvicorn has no such timeout: a client trickling one byte at a time would hold a request (and
-its memory) for as long as it likes.
+its memory) for as long as it likes. A client that disconnects before its body is complete
+ends its request quietly: nobody is left to answer, and uvicorn would log the disconnect as an
+"Exception in ASGI application" with a traceback (a slowloris client could fill the log).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import json
 
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -61,6 +64,9 @@ class BodyReadTimeout:
         except _BodyTimedOut as exc:
             if not started:
                 await _reply_408(send, exc.detail)
+        except ClientDisconnect:
+            if started:
+                raise
 
 
 async def _reply_408(send: Send, detail: str) -> None:

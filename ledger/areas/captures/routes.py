@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ledger.app.http.auth import IngestAuth, ReadAuth
 from ledger.app.http.body import read_json, request_body_schema, validate_as
@@ -15,7 +15,7 @@ from ledger.app.http.openapi import error_responses
 from ledger.areas.captures.service import MAX_BATCH_ITEMS, MarkerReceipt
 from ledger.areas.runs.http import RunLabelQuery
 from ledger.gym.capture_lines import MAX_MODEL_CALL_ID_LENGTH, CaptureExchange, ModelCallId
-from ledger.gym.ids import PRINTABLE_ID_PATTERN
+from ledger.gym.ids import PRINTABLE_ID_PATTERN, ROLLOUT_ID_SCHEMA
 from ledger.log.errors import InvalidPayload
 
 router = APIRouter(prefix="/v1", tags=["model-call capture"])
@@ -27,13 +27,16 @@ class PendingCall(BaseModel):
     model_call_id: ModelCallId
 
 
+# Documentation of the batch body (the route parses it itself, item by item).
 class BatchItem(BaseModel):
-    rollout_id: str
+    rollout_id: Annotated[str, Field(json_schema_extra=ROLLOUT_ID_SCHEMA)]
     exchange: CaptureExchange
 
 
 class BatchRequest(BaseModel):
-    items: list[BatchItem]
+    model_config = ConfigDict(extra="forbid")
+
+    items: Annotated[list[BatchItem], Field(max_length=MAX_BATCH_ITEMS)]
 
 
 PENDING_CALL = TypeAdapter(PendingCall)

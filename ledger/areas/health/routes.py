@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
-from ledger.areas.health.selection import MAX_GLOB_LENGTH, Attempts, Selection
+from ledger.areas.health.selection import GLOB_PATTERN, MAX_GLOB_LENGTH, Attempts, Selection
 from ledger.areas.health.service import HealthService
 from ledger.areas.runs.http import RunSelectionQuery
 from ledger.gym.health.catalogue import ALL_CHECKS
@@ -25,13 +25,21 @@ Ignore = Annotated[
     Query(
         max_length=len(ALL_CHECKS),
         description="Check ids to skip (Gym's ignored checks); repeat or comma-separate",
+        # Documented only (one id per value): an unknown id is a 400 naming it.
+        json_schema_extra={"items": {"type": "string", "enum": list(ALL_CHECKS)}},
     ),
 ]
 
 
 def _selection(
     ids: Annotated[
-        str | None, Query(max_length=MAX_GLOB_LENGTH, description="rollout id glob (* and ?)")
+        str | None,
+        Query(
+            max_length=MAX_GLOB_LENGTH,
+            description="rollout id glob (* and ?)",
+            # Documented only: a glob with other characters is a 400 naming them.
+            json_schema_extra={"pattern": GLOB_PATTERN},
+        ),
     ] = None,
     since: Annotated[
         datetime | None, Query(description="last event at or after (ISO 8601)")

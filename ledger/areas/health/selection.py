@@ -18,7 +18,8 @@ from ledger.log.errors import BadRequest, InvalidPayload
 Attempts = Literal["latest", "all"]
 MAX_GLOB_LENGTH = 400
 # Rollout-id characters, plus the two wildcards.
-_GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
+GLOB_PATTERN = r"^[A-Za-z0-9._*?-]+$"
+_GLOB = re.compile(GLOB_PATTERN)
 
 
 def glob_to_like(glob: str) -> str:

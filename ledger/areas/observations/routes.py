@@ -13,9 +13,9 @@ from ledger.app.http.body import read_json, request_body_schema
 from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
-from ledger.areas.observations.service import RecordedReceipt
+from ledger.areas.observations.service import MAX_IDEMPOTENCY_KEY, RecordedReceipt
 from ledger.areas.runs.http import RunLabelQuery
-from ledger.gym.ids import TASK_ID_PATTERN
+from ledger.gym.ids import PRINTABLE_ID_PATTERN, TASK_ID_PATTERN
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
 
@@ -26,6 +26,12 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         description="Repeat a write safely: the same key and body answer 200 with the original.",
+        # Documented only: the service refuses a key outside 1..200 characters with 422.
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_IDEMPOTENCY_KEY,
+            "pattern": PRINTABLE_ID_PATTERN,
+        },
     ),
 ]
 View = Literal["stored", "export"]
