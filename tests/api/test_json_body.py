@@ -44,6 +44,14 @@ def test_clean_bodies_have_no_problems() -> None:
         (b'{"n": -9223372036854775809}', ["body.n: integer outside the signed 64-bit range"]),
         (b'{"s": "\\ud800"}', ["body.s: not valid Unicode (a lone surrogate)"]),
         (b'{"x": NaN}', ["body.x: NaN is not JSON (numbers must be finite)"]),
+        (
+            b'{"s": ["ok", "a\\u0000b"]}',
+            ["body.s.1: holds a NUL character (\\u0000), which the ledger does not store"],
+        ),
+        (
+            b'{"k\\u0000": 1}',
+            ["body.k\\u0000: holds a NUL character (\\u0000), which the ledger does not store"],
+        ),
     ],
 )
 def test_problems_are_located(raw: bytes, expected: list[str]) -> None:
@@ -59,6 +67,12 @@ def test_wide_integers_can_be_kept_exactly() -> None:
 def test_a_digit_run_in_a_string_is_only_a_false_alarm() -> None:
     body = parse_json(b'{"id": "12345678901234567890123"}', max_depth=8)
     assert body.problems == []
+
+
+def test_an_escaped_backslash_before_u0000_is_only_a_false_alarm() -> None:
+    body = parse_json(b'{"path": "C:\\\\u0000"}', max_depth=8)
+    assert body.problems == []
+    assert body.value == {"path": "C:\\u0000"}
 
 
 def test_text_that_is_not_json_is_refused_whole() -> None:

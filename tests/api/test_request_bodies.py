@@ -191,6 +191,29 @@ async def test_a_bad_batch_item_fails_only_itself(client: httpx.AsyncClient) -> 
     assert calls[2]["response"]["usage"]["prompt_tokens"] == 2**64
 
 
+async def test_a_nul_character_is_422_on_every_backend_and_fails_only_its_item(
+    client: httpx.AsyncClient,
+) -> None:
+    """PostgreSQL text cannot hold a NUL: once it answered 503 there (found by the fuzz);
+    both backends now refuse the same bodies."""
+    nul = chat_exchange(model_call_id="nul")
+    nul["response"]["model"] = "m\x00"
+    items = [
+        {"rollout_id": "r1", "exchange": chat_exchange(model_call_id="good")},
+        {"rollout_id": "r1", "exchange": nul},
+    ]
+    reply = await client.post("/v1/model-calls/batch", json={"items": items})
+    assert reply.status_code == 200, reply.text
+    results = reply.json()["results"]
+    assert [result["status"] for result in results] == [201, 422]
+    assert "NUL character" in results[1]["detail"]
+    assert "body.items.1.exchange.response.model" in results[1]["detail"]
+    single = await client.post("/v1/rollouts/r2/model-calls", json=nul)
+    assert single.status_code == 422 and "NUL character" in single.json()["detail"]
+    calls = (await client.get("/v1/rollouts/r1/model-calls")).json()["calls"]
+    assert [call["model_call_id"] for call in calls] == ["good"]
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

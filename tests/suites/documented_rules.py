@@ -55,6 +55,20 @@ def _integers_within_64_bits(value: Any) -> bool:
     return True
 
 
+def _without_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str) and "\x00" in current:
+            return False
+        if isinstance(current, list):
+            stack.extend(current)
+        elif isinstance(current, dict):
+            stack.extend(current.keys())
+            stack.extend(current.values())
+    return True
+
+
 def _moment(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
@@ -100,6 +114,9 @@ def follows_unwritten_rules(case: Case[Any]) -> bool:
     ):
         return False
     if label == OBSERVATIONS and not _observations_consistent(case.body):
+        return False
+    # No string or key of a JSON body holds a NUL character (PostgreSQL text cannot).
+    if not _without_nul(case.body):
         return False
     # Any integer in a JSON body, free-form content included, fits in 64 bits (but captures).
     return label in WIDE_INTEGER_OPERATIONS or _integers_within_64_bits(case.body)

@@ -3,8 +3,9 @@ does not, and say where the body is wrong.
 
 What is refused (each a ``BodyProblem`` at a path, so a batch can fail only the item that holds
 it): duplicate object keys, nesting deeper than the configured limit, lone UTF-16 surrogates,
-and integers outside the signed 64-bit range (unless the route keeps wide integers, as a
-capture's opaque payload does).
+NUL characters (``\u0000``: PostgreSQL's text cannot hold them, and both backends take the same
+bodies), and integers outside the signed 64-bit range (unless the route keeps wide integers,
+as a capture's opaque payload does).
 
 orjson is strict and fast but silent about two of these: it keeps the last of duplicate keys,
 and it turns an integer beyond 64 bits into a float. Both, and the depth, are detected cheaply
@@ -130,7 +131,7 @@ def _looks_wrong(raw: bytes, value: Any, max_depth: int) -> bool:
     exactly when the value nests deeper than ``max_depth`` (orjson's own limit, measured once
     by ``_dumps_depth_limit``). An integer beyond 64 bits has at least 19 digits in a row.
     """
-    if _has_escaped_colon(raw) or _has_long_digit_run(raw):
+    if _has_escaped_colon(raw) or _has_long_digit_run(raw) or _has_nul_escape(raw):
         return True
     limit = _dumps_depth_limit()
     if limit is None or max_depth > limit:
@@ -211,6 +212,11 @@ def _bounded(text: str, limit: int = 200) -> str:
 def _has_escaped_colon(raw: bytes) -> bool:
     # ``\u003a`` spells a colon that ``raw.count(b":")`` does not see.
     return b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw)
+
+
+def _has_nul_escape(raw: bytes) -> bool:
+    # JSON text spells a NUL only as an escape (a raw control character is not JSON).
+    return b"\\u0000" in raw
 
 
 @dataclass
@@ -375,11 +381,15 @@ def _problem_at(
             for key in node:
                 if not _is_unicode(key):
                     return BodyProblem((*path, key), "key is not valid Unicode (a lone surrogate)")
+                if "\x00" in key:
+                    return BodyProblem((*path, key), _NUL_MESSAGE)
         return None
     if isinstance(node, _NonFinite):
         return BodyProblem(path, f"{node.constant} is not JSON (numbers must be finite)")
     if isinstance(node, str) and not _is_unicode(node):
         return BodyProblem(path, "not valid Unicode (a lone surrogate)")
+    if isinstance(node, str) and "\x00" in node:
+        return BodyProblem(path, _NUL_MESSAGE)
     if (
         not wide_integers
         and isinstance(node, int)
@@ -388,6 +398,9 @@ def _problem_at(
     ):
         return BodyProblem(path, "integer outside the signed 64-bit range")
     return None
+
+
+_NUL_MESSAGE = "holds a NUL character (\\u0000), which the ledger does not store"
 
 
 def _is_unicode(text: str) -> bool:
