@@ -265,7 +265,8 @@ async def test_the_documented_examples_run(app: FastAPI, client: httpx.AsyncClie
     ledger, follower = await _paused(app)
     await write_run(client, generate_run(20, seed=13))
     await follower.catch_up()
-    section = (Path(__file__).parents[2] / "docs" / "sql.md").read_text().split("## Health")[1]
+    text = (Path(__file__).parents[2] / "docs" / "sql.md").read_text()
+    section = text.split("\n## Health")[1].split("\n## ")[0]
     examples = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
     assert len(examples) == 3
     for example in examples:

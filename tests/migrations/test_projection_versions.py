@@ -28,7 +28,7 @@ from ledger.log.verify import verify_projections
 from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
 
-PROJECTIONS = ["rollouts", "captures", "lineage", "observations"]
+PROJECTIONS = ["rollouts", "captures", "lineage", "observations", "runs"]
 
 
 class RolloutsProjectorV2(RolloutsProjector):
