@@ -255,7 +255,7 @@ async def test_the_apps_own_follower_keeps_up(app: FastAPI, client: httpx.AsyncC
         report = await service.report(Selection(attempts="all"))
         if report.computed_on_read == 0:
             break
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # poll until the follower caught up
     assert report.computed_on_read == 0
     assert report.summary == expected_report(await exported(client)).summary
 

@@ -233,7 +233,7 @@ async def test_connection_the_upstream_closed_while_idle_is_not_reused() -> None
     async with raw_server(answering(OK, close_after=True)) as (origin, connections):
         upstream = client()
         assert await body_of(await post(upstream, origin)) == b"{}"
-        await asyncio.sleep(0.2)  # the server's FIN arrives while the connection is idle
+        await asyncio.sleep(0.2)  # poll: a pause so the FIN arrives while idle
         assert await body_of(await post(upstream, origin)) == b"{}"
         await upstream.aclose()
     assert len(connections) == 2
@@ -256,7 +256,7 @@ async def test_at_most_max_connections_are_open_and_a_waiter_gets_a_freed_one() 
         upstream = client(max_connections=1)
         first = asyncio.create_task(post(upstream, origin))
         second = asyncio.create_task(post(upstream, origin))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # poll: time for a wrong second connection
         assert len(connections) == 1 and not first.done() and not second.done()
         release.set()
         assert await body_of(await first) == b"{}"

@@ -43,7 +43,7 @@ def poll(seconds: float, urls: list[str]) -> dict[str, list[object]]:
                     failures.append(f"{url}: /healthz {type(exc).__name__}")
                 row.append((time.monotonic() - started) * 1000)
             polls.append(row)
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(POLL_INTERVAL_S)  # poll: the fixed interval between rounds
     finally:
         for client in clients:
             client.close()
