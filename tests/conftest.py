@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -12,9 +12,14 @@ from fastapi import FastAPI
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
-from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
+from tests.support.templates import (
+    copy_sqlite_template,
+    migrated_postgres_template,
+    migrated_sqlite_template,
+    postgres_copy,
+)
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -33,11 +38,28 @@ async def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> 
         yield url
 
 
-@pytest.fixture
-async def database_url(empty_database_url: str) -> str:
-    """A fresh database on each backend, upgraded to head."""
-    await migrate.upgrade(empty_database_url)
-    return empty_database_url
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return migrated_sqlite_template(tmp_path_factory.mktemp("sqlite-template"))
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    require_postgres()
+    with migrated_postgres_template() as name:
+        yield name
+
+
+@pytest.fixture(params=BACKENDS)
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh database on each backend, at head: a copy of one migrated per session (the
+    migration chain itself is tested from empty databases in tests/migrations)."""
+    if request.param == "sqlite":
+        yield copy_sqlite_template(request.getfixturevalue("sqlite_template"), tmp_path)
+        return
+    require_postgres()
+    async with postgres_copy(request.getfixturevalue("postgres_template")) as url:
+        yield url
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
 
 
-def _admin_dsn() -> str | None:
+def admin_dsn_or_none() -> str | None:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         return None
@@ -32,7 +32,7 @@ def _admin_dsn() -> str | None:
 
 @cache
 def postgres_unavailable_reason() -> str | None:
-    dsn = _admin_dsn()
+    dsn = admin_dsn_or_none()
     if dsn is None:
         return f"{POSTGRES_ENV} is not set; the PostgreSQL leg needs a server"
 
@@ -61,8 +61,7 @@ def require_postgres() -> None:
 @asynccontextmanager
 async def fresh_postgres_database() -> AsyncIterator[str]:
     """Create a uniquely named database, yield its asyncpg URL, drop it afterwards."""
-    dsn = _admin_dsn()
-    assert dsn is not None
+    dsn = admin_dsn()
     name = f"ledger_t_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(dsn)
     try:
@@ -75,11 +74,21 @@ async def fresh_postgres_database() -> AsyncIterator[str]:
     try:
         yield url.render_as_string(hide_password=False)
     finally:
-        admin = await asyncpg.connect(dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_postgres_database(name)
+
+
+def admin_dsn() -> str:
+    dsn = admin_dsn_or_none()
+    assert dsn is not None, f"{POSTGRES_ENV} is not set"
+    return dsn
+
+
+async def drop_postgres_database(name: str) -> None:
+    admin = await asyncpg.connect(admin_dsn())
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 def sqlite_url(directory: Path) -> str:
