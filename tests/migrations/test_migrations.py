@@ -63,7 +63,10 @@ def table_names(conn: Connection) -> set[str]:
 
 def test_there_is_exactly_one_head() -> None:
     assert len(script_directory().get_heads()) == 1
+    # The revision the code is written for (migrate.HEAD_REVISION) is the newest script's: a
+    # new revision must move it, or the server would refuse to start on an upgraded database.
     assert script_directory().get_current_head() == migrate.head_revision()
+    assert migrate.alembic_head() == migrate.head_revision()
 
 
 def test_the_chain_is_linear_from_the_first_revision() -> None:
