@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 from ledger.log.errors import DatabaseNotAtHead, InvalidRevision
@@ -109,7 +110,15 @@ def _stored_revision(connection: Connection) -> str | None:
 
 
 async def ensure_at_head(url: str) -> None:
-    current = await current_revision(url)
+    check_at_head(await current_revision(url))
+
+
+async def ensure_connection_at_head(conn: AsyncConnection) -> None:
+    """``ensure_at_head`` on a connection already open (a running server's reader)."""
+    check_at_head(await conn.run_sync(_stored_revision))
+
+
+def check_at_head(current: str | None) -> None:
     head = head_revision()
     if current != head:
         raise DatabaseNotAtHead(

@@ -25,9 +25,9 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
     """Ready when the database answers, its schema is at the head revision and every
     projection the server runs was built by its code (log/projection_versions.py)."""
     try:
-        # The revision first: an unmigrated database must say so, not "no such table".
-        await migrate.ensure_at_head(ledger.settings.resolved_database_url)
         async with ledger.store.read() as conn:
+            # The revision first: an unmigrated database must say so, not "no such table".
+            await migrate.ensure_connection_at_head(conn)
             stale = await stale_projections_async(conn, ledger.store.projectors)
         if stale:
             raise stale_error(stale)
