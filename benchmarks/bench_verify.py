@@ -10,7 +10,9 @@ transaction, through a read-only engine).
 
 Baselines, in the same run on the same database: a plain read of the events table in the same
 pages, decoding each payload's JSON (what any pass over the log costs before verify does its
-work), and the hash chain check. The projection rebuild is also run in the writer's order (one
+work), the lean leg (benchmarks/lean_verify.py: the least code that decodes every event, rebuilds
+the capture rows and each rollout's record with the same Gym functions and compares them with the
+live rows; a subset of verify's work, so an upper bound for it) and the hash chain check. The projection rebuild is also run in the writer's order (one
 ``apply`` per event and projector), the reference the page-at-a-time replay is tested against.
 
 Usage: scripts/bench verify [--quick] [--rollouts=N] [--calls=N] [--postgres-url=URL]
@@ -28,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from benchmarks.cached_databases import cached_database
+from benchmarks.lean_verify import lean_verify
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.log import migrate
 from ledger.log.canonical import parse_json
@@ -93,8 +96,14 @@ async def measure(url: str) -> dict[str, Measured]:
 
         return run
 
+    async def lean() -> int:
+        events, differences = await lean_verify(engine, default_catalogue())
+        assert differences == 0, differences
+        return events
+
     try:
         figures["plain paged read (baseline)"] = await _timed(plain_read)
+        figures["lean (the ceiling, see below)"] = await _timed(lean)
         figures["verify: hash chain"] = await _timed(chain)
         figures["verify: projections"] = await _timed(projections(per_event=False))
         figures["  (one event at a time)"] = await _timed(projections(per_event=True))
