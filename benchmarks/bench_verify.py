@@ -12,8 +12,9 @@ Baselines, in the same run on the same database: a plain read of the events tabl
 pages, decoding each payload's JSON (what any pass over the log costs before verify does its
 work), the lean leg (benchmarks/lean_verify.py: the least code that decodes every event, rebuilds
 the capture rows and each rollout's record with the same Gym functions and compares them with the
-live rows; a subset of verify's work, so an upper bound for it) and the hash chain check. The projection rebuild is also run in the writer's order (one
-``apply`` per event and projector), the reference the page-at-a-time replay is tested against.
+live rows; a subset of verify's work, so an upper bound for it) and the hash chain check. The
+projection rebuild is also run in the writer's order (one ``apply`` per event and projector), the
+reference the page-at-a-time replay is tested against.
 
 Usage: scripts/bench verify [--quick] [--rollouts=N] [--calls=N] [--postgres-url=URL]
 (SQLite databases are cached under bench-data/; a PostgreSQL database must be empty and is
