@@ -34,8 +34,8 @@ from benchmarks.cached_databases import cached_database
 from benchmarks.lean_verify import lean_verify
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.log import migrate
-from ledger.log.collection import fewer_collections
 from ledger.log.canonical import parse_json
+from ledger.log.collection import fewer_collections
 from ledger.log.engines import create_async_db_engine
 from ledger.log.store import LedgerStore
 from ledger.log.verify import read_pages, verify_chain, verify_projections
