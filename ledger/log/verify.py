@@ -15,10 +15,12 @@ projector gets the page's events of its kinds (``apply_many`` where it has one: 
 ``executemany`` per statement), then one flush per page, not per event: by the projector
 contract a flush after any run of events gives the same rows, and a projector whose rows are
 rebuilt from a whole rollout (the enriched record) would otherwise cost O(calls) per event,
-O(calls²) per rollout. A projector with checks worth doing once on the final rows
-(``ChecksAtEnd``) does them after the replay, before the final snapshot, and again in it for
-what the last events touched. ``ledger db upgrade`` runs the same replay on the live tables to
-rebuild stale projections in place (log/rebuild.py).
+O(calls²) per rollout. A projector with work worth doing once on the final rows
+(``ChecksAtEnd``: the template checks, and the observations projector's records, each built
+once from its final inputs however many pages its rollout spans) does it after the replay,
+before the final snapshot, and again in it for what the last events touched. ``ledger db
+upgrade`` runs the same replay on the live tables to rebuild stale projections in place
+(log/rebuild.py).
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ projection table of a varied log."""
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Table, select, text
 
+import ledger.areas.observations.projection as observations_projection
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.captures.derivation import derive_call
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED
@@ -173,3 +175,38 @@ async def test_verify_names_a_damaged_table_of_the_varied_log(
         await engine.dispose()
     assert not report.ok
     assert [d.split(":")[0] for d in report.differences] == [table], report.differences
+
+
+async def test_each_rollouts_record_is_built_once_whatever_the_page(
+    varied: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of 7 events end inside every rollout: built at each flush, a rollout's record was
+    # built once per page it spans. The replay builds it once, from its final inputs.
+    built: list[str] = []
+    real_project = observations_projection.project
+
+    def counting_project(rollout_id: str, *args: Any) -> Any:
+        built.append(rollout_id)
+        return real_project(rollout_id, *args)
+
+    monkeypatch.setattr(observations_projection, "project", counting_project)
+    async with varied.read() as conn:
+        report = await verify_projections(
+            conn, default_catalogue(), default_projectors(check_templates=True), batch=PAGE
+        )
+    assert report.ok, report.differences
+    assert built and set(Counter(built).values()) == {1}
+
+
+async def test_records_written_early_past_the_bound_still_verify(
+    varied: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At most one record deferred: the others are written as soon as another rollout is
+    # touched, and built again when touched later (the path of logs with many open rollouts).
+    monkeypatch.setattr(observations_projection, "DEFERRED_RECORDS", 1)
+    async with varied.read() as conn:
+        report = await verify_projections(
+            conn, default_catalogue(), default_projectors(check_templates=True), batch=PAGE
+        )
+    assert report.ok, report.differences
+    assert report.events == await varied.head_seq()

@@ -16,6 +16,7 @@ from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import err
 from ledger.app.config import Settings
 from ledger.areas.health.findings_verify import verify_findings
+from ledger.log.collection import fewer_collections
 from ledger.log.queries import head_seq
 from ledger.log.verify import verify_chain, verify_projections
 
@@ -54,8 +55,10 @@ class _Bar:
 
 
 async def run_verify(settings: Settings, *, skip_projections: bool) -> bool:
+    # The command's process does nothing else: the collector may run less (log/collection.py).
     async with opened_reader(settings) as reader:
-        return await _verify(reader.engine, skip_projections=skip_projections)
+        with fewer_collections():
+            return await _verify(reader.engine, skip_projections=skip_projections)
 
 
 async def _verify(engine: AsyncEngine, *, skip_projections: bool) -> bool:

@@ -66,6 +66,9 @@ CAPTURE_KINDS = frozenset(
 )
 _HANDLED = CAPTURE_KINDS | {OBSERVATIONS_RECORDED, RESULT_RECORDED, ROLLOUT_DELETED}
 GAP_DOCUMENTS = ("ng_model_call_capture", "ng_agent_observations")
+# Rollouts whose records a replay keeps deferred at most (their inputs, bundle and result
+# included, are held in memory): more than the rollouts a Gym run writes at a time.
+DEFERRED_RECORDS = 512
 
 
 def _gaps_of(document: object) -> list[Mapping[str, Any]]:
@@ -142,6 +145,12 @@ class ObservationsProjector:
         # rows (``check_at_end``), not on every flush: O(calls) per rollout, not per event.
         self._unchecked: dict[str, tuple[int, int]] = {}
         self._defer_checks = False
+        # A replay (``defer_checks``) also defers the records themselves: rollout -> its inputs
+        # and last seq, kept in memory until ``check_at_end`` builds each record once. Built at
+        # every flush instead (a page of the log), a rollout spanning k pages cost k builds of
+        # its whole record: O(calls²/page) for a long one, and the largest part of a replay.
+        self._deferred: dict[str, tuple[RecordInputs, int]] = {}
+        self._defer_records = False
         # Rollouts deleted in this command, their rows removed together (ended_generations.py).
         self._ended = EndedGenerations()
 
@@ -156,6 +165,7 @@ class ObservationsProjector:
             self._ended.add(rollout_id, event.generation)
             self._pending.pop(rollout_id, None)
             self._unchecked.pop(rollout_id, None)
+            self._deferred.pop(rollout_id, None)
             return
         # Any other event reads or writes rows a pending removal would change.
         self._remove_ended(conn)
@@ -190,7 +200,7 @@ class ObservationsProjector:
         pending_rollouts, self._pending = self._pending, {}
         for rollout_id, pending in pending_rollouts.items():
             kept = self._keep_calls(conn, rollout_id, pending) if pending.calls else []
-            inputs = load_inputs(conn, rollout_id, pending.generation)
+            inputs = self._inputs(conn, rollout_id, pending.generation)
             totals = CallTotals() if pending.cleared else inputs.call_totals
             for figures, has_entry in kept:
                 totals = totals.add(figures, has_entry=has_entry)
@@ -199,6 +209,9 @@ class ObservationsProjector:
                 inputs = replace(inputs, bundle_seq=pending.bundle[0], bundle=pending.bundle[1])
             if pending.result is not None:
                 inputs = replace(inputs, result_seq=pending.result[0], result=pending.result[1])
+            if self._defer_records:
+                self._defer(conn, rollout_id, inputs, pending.last_seq)
+                continue
             check = self._check_templates and not self._defer_checks
             projected = self._project(conn, rollout_id, inputs, check=check)
             if self._defer_checks and projected.assembled:
@@ -208,12 +221,47 @@ class ObservationsProjector:
             _write(conn, rollout_id, inputs, projected, pending.last_seq)
 
     def defer_checks(self) -> None:
-        """From now on (a replay by ``ledger verify``) checks wait for ``check_at_end``."""
+        """From now on (a replay: ``ledger verify``, a rebuild) checks wait for
+        ``check_at_end``, and so do the records: each touched rollout's is built there once."""
         self._defer_checks = self._check_templates
+        self._defer_records = True
+
+    def _inputs(self, conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
+        """The rollout's stored inputs, or the deferred ones not written yet."""
+        deferred = self._deferred.get(rollout_id)
+        if deferred is not None:
+            inputs, last_seq = deferred
+            if inputs.generation == generation:
+                return inputs
+            # Another generation's: written as the flush would have (its row is then replaced).
+            del self._deferred[rollout_id]
+            self._write_deferred(conn, rollout_id, inputs, last_seq)
+        return load_inputs(conn, rollout_id, generation)
+
+    def _defer(self, conn: Connection, rollout_id: str, inputs: RecordInputs, seq: int) -> None:
+        # Most recently touched last; past the bound the least recently touched are written
+        # now (memory stays bounded; one touched again later is built again, as before).
+        self._deferred.pop(rollout_id, None)
+        self._deferred[rollout_id] = (inputs, seq)
+        while len(self._deferred) > DEFERRED_RECORDS:
+            oldest = next(iter(self._deferred))
+            self._write_deferred(conn, oldest, *self._deferred.pop(oldest))
+
+    def _write_deferred(
+        self, conn: Connection, rollout_id: str, inputs: RecordInputs, last_seq: int
+    ) -> None:
+        projected = self._project(conn, rollout_id, inputs, check=self._check_templates)
+        _write(conn, rollout_id, inputs, projected, last_seq)
 
     def check_at_end(self, conn: Connection) -> None:
-        """Checking: the stored templates against full rebuilds; a template that does not give
-        the full record is replaced by it (so the comparison with the live tables reports it)."""
+        """The deferred records, each built once from its final inputs (checked: the template
+        kept only if it gives the full record). Then the stored templates against full
+        rebuilds; a template that does not give the full record is replaced by it (so the
+        comparison with the live tables reports it)."""
+        # A deferred rollout's row may not exist yet: the next write inserts it (``stored``).
+        deferred, self._deferred = self._deferred, {}
+        for rollout_id, (inputs, last_seq) in deferred.items():
+            self._write_deferred(conn, rollout_id, inputs, last_seq)
         unchecked, self._unchecked = self._unchecked, {}
         for rollout_id, (generation, last_seq) in unchecked.items():
             inputs = load_inputs(conn, rollout_id, generation)
