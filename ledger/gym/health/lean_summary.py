@@ -114,11 +114,19 @@ def summarise_lean(
     the position-independent sums over the same rows (verdicts and issues left empty); no
     rollout check may be ignored (``compact.summarise`` applies those)."""
     parse = JsonTexts()
-    tasks = [
-        position if text is None else parse(text) for position, text in enumerate(rows.task_index)
-    ]
-    rollouts = [parse(text) for text in rows.rollout_index]
-    stages = [None if text is None else parse(text) for text in rows.stage_index]
+    # Each distinct text parsed once; the columns then mapped through the dict (in C).
+    values: dict[str | None, Any] = {
+        text: None if text is None else parse(text)
+        for text in {*rows.task_index, *rows.rollout_index, *rows.stage_index}
+    }
+    tasks = list(map(values.__getitem__, rows.task_index))
+    if None in rows.task_index:  # records without one: their position is their task index
+        tasks = [
+            position if text is None else task
+            for position, (text, task) in enumerate(zip(rows.task_index, tasks, strict=True))
+        ]
+    rollouts = list(map(values.__getitem__, rows.rollout_index))
+    stages = list(map(values.__getitem__, rows.stage_index))
     verdicts = list(rows.verdict)
     findings = list(rows.findings)
     issues: Counter[str] = Counter()
