@@ -18,13 +18,21 @@ from fastapi import FastAPI
 from sqlalchemy import text
 
 from ledger.app.bootstrap import Ledger
+from ledger.areas.health import queries
 from ledger.areas.health.follower import HealthFollower
-from ledger.areas.health.selection import Selection
+from ledger.areas.health.selection import Selection, superseded_attempts
 from ledger.areas.health.service import HealthService
+from ledger.areas.health.summary_query import summarise_quickly
 from ledger.gym.health.catalogue import ALL_CHECKS
-from ledger.gym.health.compact import compact_digest, summarise
+from ledger.gym.health.compact import (
+    CompactDigest,
+    compact_digest,
+    position_free_sums,
+    summarise,
+)
 from ledger.gym.health.evaluate import evaluate
 from ledger.gym.health.facts import record_facts
+from ledger.gym.health.lean_summary import LeanColumns, summarise_lean
 from ledger.gym.health.run import check_records
 from ledger.gym.health.summary import summary_bytes, verdict_lines
 from tests.health.support import expected_report, exported, write_run
@@ -71,6 +79,90 @@ async def test_compact_digests_give_the_rules_files_for_every_ignored_case(
         summary, lines = summarise(digests, expected.ignored)
         assert summary_bytes(summary) == summary_bytes(expected.summary), ignored
         assert b"".join(lines) == b"".join(verdict_lines(expected.digests)), ignored
+
+
+def _lean_columns(digests: list[CompactDigest]) -> LeanColumns:
+    return LeanColumns(
+        task_index=[d.task_index for d in digests],
+        rollout_index=[d.rollout_index for d in digests],
+        stage_index=[d.stage_index for d in digests],
+        verdict_rollout_id=[d.verdict_rollout_id for d in digests],
+        verdict=[d.verdict for d in digests],
+        findings=[d.findings for d in digests],
+        unobserved=[d.unobserved for d in digests],
+        issue_counts=[d.issue_counts for d in digests],
+        policy_calls_observed=[int(d.policy_calls_observed) for d in digests],
+        successful=[int(d.successful_model_calls > 0) for d in digests],
+    )
+
+
+async def test_the_lean_pass_gives_summarises_files(client: httpx.AsyncClient) -> None:
+    """Integer identities (the sort's integer key), then string tasks, stages and negative
+    indices (its general key), copies and positional task indices in both."""
+    await write_run(client, generate_run(RUN, seed=4))
+    records = _records(await exported(client))
+    shuffled = random.Random(7)
+    for record in records[::7]:
+        record.pop("_ng_task_index", None)
+    records = records + [dict(r) for r in shuffled.sample(records, len(records) // 5)]
+    shuffled.shuffle(records)
+    odd = [dict(r) for r in records]
+    for position, record in enumerate(odd[::5]):
+        record["_ng_task_index"] = f"t{position % 4}"
+        record["_ng_rollout_index"] = -position
+        record["_ng_stage_index"] = position % 2
+    for case in (records, odd):
+        digests = [compact_digest(record) for record in case]
+        for ignored in ([], ["task_consistently_unhealthy", "task_no_successful_model_calls"]):
+            expected_summary, expected_lines = summarise(digests, ignored)
+            summary, lines = summarise_lean(
+                _lean_columns(digests), position_free_sums(digests), ignored
+            )
+            assert summary_bytes(summary) == summary_bytes(expected_summary), ignored
+            assert b"".join(lines) == b"".join(expected_lines), ignored
+
+
+async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """The quick path answers (not None) and equals ``summarise`` over the same rows: all
+    attempts, the latest ones, a glob; it declines a rollout check ignored or a stale row."""
+    ledger, follower = await _paused(app)
+    planned = generate_run(RUN, seed=8)
+    await write_run(client, planned)
+    await follower.catch_up()
+    selections = [Selection(attempts="all"), Selection(), Selection(ids="1*", attempts="all")]
+    async with ledger.store.read() as conn:
+        await queries.snapshot(conn)
+        for selection in selections:
+            rows = await queries.selected_rows(conn, selection)
+            excluded = (
+                set()
+                if selection.attempts == "all"
+                else superseded_attempts(row.rollout_id for row in rows)
+            )
+            digests = [row.digest for row in rows if row.rollout_id not in excluded]
+            assert all(digest is not None for digest in digests)
+            quick = await summarise_quickly(conn, selection, excluded, [])
+            assert quick is not None and quick.records == len(digests) > 0
+            summary, lines = summarise([d for d in digests if d is not None], [])
+            assert summary_bytes(quick.summary) == summary_bytes(summary), selection
+            assert quick.lines == lines, selection
+        declined = await summarise_quickly(conn, selections[0], set(), ["model_call_failed"])
+        assert declined is None
+    posted = await client.post(
+        f"/v1/rollouts/{planned[0].rollout_id}/model-calls",
+        json={
+            "model_call_id": "late",
+            "dialect": "responses",
+            "model_ref": {"type": "responses_api_models", "name": "policy"},
+            "started_at": 99.0,
+            "request": {"input": "q"},
+        },
+    )
+    assert posted.status_code == 201, posted.text
+    async with ledger.store.read() as conn:
+        assert await summarise_quickly(conn, selections[0], set(), []) is None
 
 
 async def test_rows_answer_exactly_once_the_follower_caught_up(

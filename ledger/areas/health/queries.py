@@ -33,16 +33,18 @@ PERF_COLUMNS = (
 )
 
 
-def _selected(
+def restricted(
     query: Select[Any],
     selection: Selection,
     conn: AsyncConnection,
     *,
     with_findings: bool = False,
 ) -> Select[Any]:
-    source = observation_records.join(
-        rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id
-    )
+    source: Any = observation_records
+    if selection.since is not None or selection.until is not None:
+        # Only the time window reads rollouts (every record has its rollout's row: the join
+        # filters nothing else, and costs a lookup per record).
+        source = source.join(rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id)
     if selection.run is not None:
         # The label of the record's own generation (a delete ends both).
         source = source.join(
@@ -60,12 +62,18 @@ def _selected(
     query = query.select_from(source)
     if selection.ids is not None:
         column = observation_records.c.rollout_id
-        query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
+        if conn.dialect.name == "sqlite":
+            # GLOB, not LIKE: SQLite's LIKE ignores case, its GLOB does not (the glob's
+            # characters hold no '[' for GLOB to read as a class), so SQL selects exactly what
+            # ``Selection.matches`` does and the summary's aggregates can run in SQL.
+            query = query.where(column.op("GLOB")(selection.ids))
+        else:
+            query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
         prefix = literal_prefix(selection.ids)
         if prefix and conn.dialect.name == "sqlite":
-            # SQLite's LIKE scans (it is case-insensitive); the prefix's key range seeks the
-            # primary key (binary collation). Rollout ids are ASCII: prefix + DEL bounds them.
-            # Not on PostgreSQL, whose collation need not order ids byte by byte.
+            # The prefix's key range seeks the primary key (binary collation) whether or not
+            # the planner turns the GLOB into one itself. Rollout ids are ASCII: prefix + DEL
+            # bounds them. Not on PostgreSQL, whose collation need not order ids byte by byte.
             query = query.where(column >= prefix).where(column < prefix + "\x7f")
     if selection.since is not None:
         query = query.where(rollouts.c.updated_at >= selection.since)
@@ -84,7 +92,7 @@ async def snapshot(conn: AsyncConnection) -> None:
 
 
 async def selected_ids(conn: AsyncConnection, selection: Selection) -> list[str]:
-    query = _selected(select(observation_records.c.rollout_id), selection, conn)
+    query = restricted(select(observation_records.c.rollout_id), selection, conn)
     rows = await conn.execute(query.order_by(observation_records.c.last_seq))
     return [row.rollout_id for row in rows if selection.matches(row.rollout_id)]
 
@@ -100,7 +108,7 @@ class SelectedRow:
 
 async def selected_rows(conn: AsyncConnection, selection: Selection) -> list[SelectedRow]:
     """Every selected rollout in export order, with its findings row when fresh."""
-    query = _selected(
+    query = restricted(
         select(
             observation_records.c.rollout_id,
             observation_records.c.last_seq,
@@ -161,7 +169,7 @@ async def selected_records(
     holds a transaction)."""
     after = -1
     while True:
-        query = _selected(
+        query = restricted(
             select(
                 observation_records.c.rollout_id,
                 observation_records.c.last_seq,
@@ -190,7 +198,7 @@ async def selected_perf_rows(conn: AsyncConnection, selection: Selection) -> lis
     """Per selected rollout: its id and the ``ng_perf`` figures its record carries
     (``num_turns`` is NULL exactly when the record has no ``ng_perf``)."""
     columns = [observation_records.c[name] for name in PERF_COLUMNS]
-    query = _selected(select(observation_records.c.rollout_id, *columns), selection, conn)
+    query = restricted(select(observation_records.c.rollout_id, *columns), selection, conn)
     rows = await conn.execute(query.order_by(observation_records.c.last_seq))
     return [dict(row._mapping) for row in rows if selection.matches(row.rollout_id)]
 

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health import findings_store, queries
 from ledger.areas.health.selection import Selection, superseded_attempts
+from ledger.areas.health.summary_query import summarise_quickly
 from ledger.gym.health.catalogue import UnknownCheck, normalize_ignored_checks
 from ledger.gym.health.compact import (
     CompactDigest,
@@ -121,6 +122,20 @@ class HealthService:
         ignore = ignored_checks(ignored)
         async with self._read() as conn:
             await queries.snapshot(conn)
+            excluded: set[str] = set()
+            if selection.attempts == "latest":
+                excluded = superseded_attempts(await queries.selected_ids(conn, selection))
+            # SQL's sums and the lean pass over fresh rows; else every row through
+            # compact.summarise (stale ones checked on read), in the same snapshot.
+            fast = await summarise_quickly(conn, selection, excluded, ignore)
+            if fast is not None:
+                return SelectionReport(
+                    selection=selection,
+                    counts=SelectionCounts(fast.records + len(excluded), len(excluded)),
+                    summary=fast.summary,
+                    lines=fast.lines,
+                    computed_on_read=0,
+                )
             selected = await queries.selected_rows(conn, selection)
             excluded = _superseded(selection, [row.rollout_id for row in selected])
             kept = [row for row in selected if row.rollout_id not in excluded]

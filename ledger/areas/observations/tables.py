@@ -74,7 +74,14 @@ observation_records = Table(
     # JSON): a capture updates them instead of reading every earlier call. NULL: no call.
     Column("call_totals", Text, nullable=True),
 )
-Index("ix_observation_records_last_seq", observation_records.c.last_seq)
+# The key in the index: walks in export order that need only (seq, id, generation) never read
+# the table's rows, each a whole stored record (revision 0012).
+Index(
+    "ix_observation_records_last_seq_key",
+    observation_records.c.last_seq,
+    observation_records.c.rollout_id,
+    observation_records.c.generation,
+)
 Index("ix_observation_records_task_id", observation_records.c.task_id)
 
 observation_tool_calls = Table(

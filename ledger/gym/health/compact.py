@@ -119,7 +119,7 @@ def compact_digest(record: dict[str, Any]) -> CompactDigest:
     return from_digest(record, evaluate(record_facts(record, 0, canonical_trajectory=True)))
 
 
-class _Json:
+class JsonTexts:
     """Parses the small JSON texts of the identity columns once each."""
 
     def __init__(self) -> None:
@@ -169,7 +169,7 @@ def _outcome(
     ignoring: Ignoring,
     unobserved_texts: dict[int, str],
     issues: Counter[str],
-    parse: _Json,
+    parse: JsonTexts,
 ) -> _Outcome:
     """The row with the ignored checks skipped; its findings counted in ``issues``."""
     mask = ignoring.mask
@@ -197,7 +197,7 @@ def rollout_outcome(
 ) -> tuple[str, list[dict[str, Any]], list[str]]:
     """One record's verdict, verdict-line findings and unobserved checks with ``ignored``
     skipped (no run-level check: they need the run)."""
-    outcome = _outcome(row, Ignoring(ignored), {}, Counter(), _Json())
+    outcome = _outcome(row, Ignoring(ignored), {}, Counter(), JsonTexts())
     return outcome.verdict, json.loads(outcome.findings), json.loads(outcome.unobserved)
 
 
@@ -209,14 +209,14 @@ def _with_duplicate(outcome: _Outcome, count: int) -> None:
 
 
 # Strings json.dumps writes as they are, between quotes.
-_PLAIN = re.compile(r"[A-Za-z0-9 ._:/@+=-]*")
+PLAIN = re.compile(r"[A-Za-z0-9 ._:/@+=-]*")
 
 
 def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_text: str) -> bytes:
     rollout_id = row.verdict_rollout_id
     if rollout_id is None:
         rollout_id = f"{task}-{rollout}"
-    quoted = f'"{rollout_id}"' if _PLAIN.fullmatch(rollout_id) else dump(rollout_id)
+    quoted = f'"{rollout_id}"' if PLAIN.fullmatch(rollout_id) else dump(rollout_id)
     stage = "" if row.stage_index is None else f',"stage_index":{row.stage_index}'
     return (
         f'{{"_ng_task_index":{task_text},"_ng_rollout_index":{row.rollout_index},'
@@ -225,10 +225,12 @@ def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_t
     ).encode()
 
 
+# A task's tally: [repeats, healthy, unhealthy, unobserved, all policy observed, any success].
+TaskTally = list[int]
 _NO_PART = sort_part(None)
 
 
-def _sort_part(value: Any) -> tuple[int, Any]:
+def sort_key_part(value: Any) -> tuple[int, Any]:
     if type(value) is int:
         return (0, value)
     return _NO_PART if value is None else sort_part(value)
@@ -239,7 +241,7 @@ def summarise(
 ) -> tuple[dict[str, Any], list[bytes]]:
     """``quality_summary.json`` (as a dict) and the lines of ``rollout_verdicts.jsonl`` for rows
     in export order: the same as ``quality_summary`` and ``verdict_lines`` over the records."""
-    parse = _Json()
+    parse = JsonTexts()
     ignoring = Ignoring(ignored)
     unobserved_texts: dict[int, str] = {}
     issues: Counter[str] = Counter()
@@ -273,7 +275,7 @@ def summarise(
                 issues[_DUPLICATE] += 1
     summary = _summary(rows, ignoring, tasks, rollouts, outcomes, issues)
     keys = [
-        (_sort_part(tasks[i]), _sort_part(rollouts[i]), _sort_part(stages[i]))
+        (sort_key_part(tasks[i]), sort_key_part(rollouts[i]), sort_key_part(stages[i]))
         for i in range(len(rows))
     ]
     order = sorted(range(len(rows)), key=keys.__getitem__)
@@ -290,16 +292,14 @@ def summarise(
     return summary, lines
 
 
-def _task_blocks(
+def _task_tallies(
     rows: Sequence[CompactDigest],
-    ignoring: Ignoring,
     tasks: list[Any],
     rollouts: list[Any],
     outcomes: list[_Outcome],
-) -> tuple[dict[str, Any], dict[str, dict[str, int]], Counter[str]]:
+) -> dict[Any, TaskTally]:
     """Per task: its repeats (one per rollout index, copies collapsed as
-    ``summary._repeats`` does) tallied, then the two task checks (``summary.task_findings``)
-    from the tallies."""
+    ``summary._repeats`` does) tallied."""
     # task -> [repeats, healthy, unhealthy, unobserved, all policy observed, any success];
     # keyed by each task's first value, in first-seen order (a dict's rule, as in summary.py).
     tallies: dict[Any, list[int]] = {task: [0, 0, 0, 0, 1, 0] for task in dict.fromkeys(tasks)}
@@ -328,12 +328,20 @@ def _task_blocks(
             tally[4] = 0
         if max(rows[i].successful_model_calls for i in held):
             tally[5] = 1
+    return tallies
+
+
+def task_blocks(
+    tallies: dict[Any, TaskTally], ignored: Collection[str]
+) -> tuple[dict[str, Any], dict[str, dict[str, int]], Counter[str]]:
+    """The per-task blocks, the task checks' coverage and their issues (``summary.task_findings``)
+    from each task's tally of its repeats."""
     coverage = {check: {"evaluated": 0, "unobserved": 0, "ignored": 0} for check in c.TASK_CHECKS}
     consistent = coverage[c.TASK_CONSISTENTLY_UNHEALTHY]
     no_success = coverage[c.TASK_NO_SUCCESSFUL_MODEL_CALLS]
-    skip_consistent = c.TASK_CONSISTENTLY_UNHEALTHY in ignoring.checks
-    skip_no_success = c.TASK_NO_SUCCESSFUL_MODEL_CALLS in ignoring.checks
-    issues: Counter[str] = Counter()
+    skip_consistent = c.TASK_CONSISTENTLY_UNHEALTHY in ignored
+    skip_no_success = c.TASK_NO_SUCCESSFUL_MODEL_CALLS in ignored
+    flagged_consistent = flagged_no_success = 0
     blocks: dict[str, Any] = {}
     for task in sorted(tallies, key=task_order):
         repeats, healthy, unhealthy, unobserved, observed_all, any_success = tallies[task]
@@ -344,6 +352,7 @@ def _task_blocks(
             consistent["evaluated"] += 1
             if not healthy:
                 flags.append(c.TASK_CONSISTENTLY_UNHEALTHY)
+                flagged_consistent += 1
         else:
             consistent["unobserved"] += 1
         if skip_no_success:
@@ -352,9 +361,9 @@ def _task_blocks(
             no_success["evaluated"] += 1
             if not any_success:
                 flags.append(c.TASK_NO_SUCCESSFUL_MODEL_CALLS)
+                flagged_no_success += 1
         else:
             no_success["unobserved"] += 1
-        issues.update(flags)
         blocks[str(task)] = {
             "repeats": repeats,
             "healthy": healthy,
@@ -362,34 +371,94 @@ def _task_blocks(
             "unobserved": unobserved,
             "flags": flags,
         }
+    issues = Counter(
+        {
+            c.TASK_CONSISTENTLY_UNHEALTHY: flagged_consistent,
+            c.TASK_NO_SUCCESSFUL_MODEL_CALLS: flagged_no_success,
+        }
+    )
     return blocks, coverage, issues
 
 
-def _summary(
-    rows: Sequence[CompactDigest],
-    ignoring: Ignoring,
-    tasks: list[Any],
-    rollouts: list[Any],
-    outcomes: list[_Outcome],
-    issues: Counter[str],
+@dataclass(slots=True)
+class RunSums:
+    """What ``quality_summary.json`` adds up over a selection's rows (after the duplicate
+    pass), apart from the task blocks."""
+
+    records: int
+    captures: int
+    unobserved: dict[str, int]  # rollout check -> rows lacking its input
+    verdicts: Counter[str]
+    issues: Counter[str]  # rollout checks' findings (task checks are added by ``document``)
+    errors: int
+    by_status: Counter[str]
+    affected: int
+    ended: int
+    replayed: int
+    replaying: int
+    prompt: int
+    completion: int
+    capture_prompt: int
+    capture_completion: int
+
+
+def document(
+    sums: RunSums, ignored: Collection[str], tallies: dict[Any, TaskTally]
 ) -> dict[str, Any]:
-    blocks, task_coverage, task_issues = _task_blocks(rows, ignoring, tasks, rollouts, outcomes)
-    issues.update(task_issues)
-    records = len(rows)
-    masks = Counter(row.unobserved_mask for row in rows)
+    """``quality_summary.json`` (as a dict) from the sums and the task tallies."""
+    blocks, task_coverage, task_issues = task_blocks(tallies, ignored)
+    issues = sums.issues + task_issues
+    records = sums.records
     coverage: dict[str, dict[str, int]] = {}
     for check in c.ROLLOUT_CHECKS:
-        if check in ignoring.checks:
+        if check in ignored:
             coverage[check] = {"evaluated": 0, "unobserved": 0, "ignored": records}
         else:
-            unobserved = sum(n for mask, n in masks.items() if mask & BIT[check])
+            unobserved = sums.unobserved.get(check, 0)
             coverage[check] = {
                 "evaluated": records - unobserved,
                 "unobserved": unobserved,
                 "ignored": 0,
             }
     coverage.update(task_coverage)
-    verdicts = Counter(outcome.verdict for outcome in outcomes)
+    return {
+        "run": {
+            "ignored_checks": sorted(ignored),
+            "artifacts": {
+                "records": records,
+                "captures": sums.captures,
+                "coverage": coverage,
+            },
+            "verdicts": {key: sums.verdicts[key] for key in ("healthy", "unhealthy", "unobserved")},
+            "issues": {check: issues[check] for check in c.ALL_CHECKS},
+            "stats": {
+                "model_call_errors": {
+                    "total": sums.errors,
+                    "by_status": dict(sorted(sums.by_status.items())),
+                    "rollouts_affected": sums.affected,
+                    "ended_on_error": sums.ended,
+                },
+                "duplicated_calls": {"replayed": sums.replayed, "rollouts": sums.replaying},
+                "tokens": {
+                    "prompt": sums.prompt,
+                    "completion": sums.completion,
+                    "capture_prompt": sums.capture_prompt,
+                    "capture_completion": sums.capture_completion,
+                },
+            },
+        },
+        "tasks": blocks,
+    }
+
+
+def position_free_sums(rows: Sequence[CompactDigest]) -> RunSums:
+    """The sums that do not depend on where a row is (its verdict may, by the duplicate pass:
+    verdicts and issues are left empty for the caller)."""
+    masks = Counter(row.unobserved_mask for row in rows)
+    unobserved = {
+        check: sum(n for mask, n in masks.items() if mask & BIT[check])
+        for check in c.ROLLOUT_CHECKS
+    }
     by_status: Counter[str] = Counter()
     captures = errors = affected = ended = replayed = replaying = 0
     prompt = completion = capture_prompt = capture_completion = 0
@@ -411,31 +480,34 @@ def _summary(
         completion += row.transcript_completion_tokens
         capture_prompt += row.capture_prompt_tokens
         capture_completion += row.capture_completion_tokens
-    return {
-        "run": {
-            "ignored_checks": sorted(ignoring.checks),
-            "artifacts": {
-                "records": records,
-                "captures": captures,
-                "coverage": coverage,
-            },
-            "verdicts": {key: verdicts[key] for key in ("healthy", "unhealthy", "unobserved")},
-            "issues": {check: issues[check] for check in c.ALL_CHECKS},
-            "stats": {
-                "model_call_errors": {
-                    "total": errors,
-                    "by_status": dict(sorted(by_status.items())),
-                    "rollouts_affected": affected,
-                    "ended_on_error": ended,
-                },
-                "duplicated_calls": {"replayed": replayed, "rollouts": replaying},
-                "tokens": {
-                    "prompt": prompt,
-                    "completion": completion,
-                    "capture_prompt": capture_prompt,
-                    "capture_completion": capture_completion,
-                },
-            },
-        },
-        "tasks": blocks,
-    }
+    return RunSums(
+        records=len(rows),
+        captures=captures,
+        unobserved=unobserved,
+        verdicts=Counter(),
+        issues=Counter(),
+        errors=errors,
+        by_status=by_status,
+        affected=affected,
+        ended=ended,
+        replayed=replayed,
+        replaying=replaying,
+        prompt=prompt,
+        completion=completion,
+        capture_prompt=capture_prompt,
+        capture_completion=capture_completion,
+    )
+
+
+def _summary(
+    rows: Sequence[CompactDigest],
+    ignoring: Ignoring,
+    tasks: list[Any],
+    rollouts: list[Any],
+    outcomes: list[_Outcome],
+    issues: Counter[str],
+) -> dict[str, Any]:
+    sums = position_free_sums(rows)
+    sums.verdicts = Counter(outcome.verdict for outcome in outcomes)
+    sums.issues = issues
+    return document(sums, ignoring.checks, _task_tallies(rows, tasks, rollouts, outcomes))
