@@ -21,6 +21,18 @@ from tests.support.templates import (
     postgres_copy,
 )
 
+# scripts/test runs the suite on two pytest-xdist workers (--dist loadgroup). The slow tests,
+# which start server processes, go first, so that the longest ones never make the tail of the
+# run; each hostile suite of tests/suites stays on one worker per backend (they load both cores
+# on their own and would otherwise meet on the same moments), the rest is spread as it comes.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name == "suites" and item.get_closest_marker("slow") is not None:
+            backend = "postgres" if item.get_closest_marker("postgres") else "sqlite"
+            item.add_marker(pytest.mark.xdist_group(f"hostile-suites-{backend}"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
