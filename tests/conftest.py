@@ -21,6 +21,7 @@ from tests.support.templates import (
     postgres_copy,
 )
 
+
 # scripts/test runs the suite on two pytest-xdist workers (--dist loadgroup). The slow tests,
 # which start server processes, go first, so that the longest ones never make the tail of the
 # run; each hostile suite of tests/suites stays on one worker per backend (they load both cores
