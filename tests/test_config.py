@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from ledger.app.bootstrap import CONTROL_TOKEN_FILE, open_ledger
 from ledger.app.cli.main import main
 from ledger.app.config import Settings, is_loopback_host
+from ledger.client_connections import IDLE_CONNECTION_EXPIRY_S, client_limits
 from ledger.log import migrate
 from ledger.log.errors import UnsafeConfiguration
 from tests.support.databases import sqlite_url
@@ -134,3 +135,11 @@ async def test_an_empty_control_token_file_is_a_clear_error(
     settings = Settings(data_dir=tmp_path / "data", database_url=migrated_sqlite)
     with pytest.raises(UnsafeConfiguration, match="is empty; delete it to regenerate"):
         await open_ledger(settings)
+
+
+def test_the_ledgers_clients_drop_idle_connections_before_the_server_does() -> None:
+    # ledger.client_connections: a request sent on a connection the server is closing is lost.
+    defaults = Settings()
+    assert defaults.keep_alive_timeout_s > IDLE_CONNECTION_EXPIRY_S
+    assert defaults.header_timeout_s > IDLE_CONNECTION_EXPIRY_S
+    assert client_limits().keepalive_expiry == IDLE_CONNECTION_EXPIRY_S

@@ -18,6 +18,7 @@ from nemo_gym.token_id_capture.protocols import LineageResolution
 from nemo_gym.token_id_capture.records import ParentResolutionStatus
 from nemo_gym.token_id_capture.store import validate_rollout_id
 
+from ledger.client_connections import client_limits
 from ledger.gym_plugin.rows import commit_row, lineage_of
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,10 @@ class LedgerCaptureLedger:
         if self._http is None:
             headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
             self._http = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self._timeout
+                base_url=self.base_url,
+                headers=headers,
+                timeout=self._timeout,
+                limits=client_limits(),
             )
         return self._http
 

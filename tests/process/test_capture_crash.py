@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledger.app.areas import default_catalogue, default_projectors
+from ledger.client_connections import client_limits
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.support.databases import sqlite_url
@@ -110,7 +111,7 @@ async def _resend_unacknowledged(base_url: str, record: LoadLedger) -> None:
     import httpx
 
     pending = [m for m in record.sent if m not in record.acknowledged]
-    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=client_limits()) as http:
         for model_call_id in pending:
             rollout_id, exchange = record.sent[model_call_id]
             reply = await http.post(f"/v1/rollouts/{rollout_id}/model-calls", json=exchange)

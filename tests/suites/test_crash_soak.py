@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ledger.client_connections import client_limits
 from tests.lineage.rows import committed_row
 from tests.suites.cli import assert_ledger_verifies, mirror_caught_up
 from tests.support.exchanges import chat_exchange
@@ -109,14 +110,14 @@ async def send(http: httpx.AsyncClient, write: Write, record: SoakLedger) -> boo
 
 
 async def writer(base_url: str, kind: str, client: str, record: SoakLedger) -> None:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=client_limits()) as http:
         n = 0
         while await send(http, make_write(kind, client, n), record):
             n += 1
 
 
 async def resend_unacknowledged(base_url: str, record: SoakLedger) -> None:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=client_limits()) as http:
         for key in [k for k in record.sent if k not in record.acknowledged]:
             assert await send(http, record.sent[key], record), "the server went away"
 
@@ -124,7 +125,7 @@ async def resend_unacknowledged(base_url: str, record: SoakLedger) -> None:
 async def all_events(base_url: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     after = 0
-    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=client_limits()) as http:
         while True:
             page = (await http.get("/v1/events", params={"after": after, "limit": 1000})).json()
             if not page["events"]:

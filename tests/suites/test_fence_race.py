@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ledger.client_connections import client_limits
 from tests.lineage.rows import committed_row
 from tests.suites.cli import assert_ledger_verifies, mirror_caught_up
 from tests.support.server import ServerProcess
@@ -151,7 +152,9 @@ def violations(race: Round, recorded: dict[str, set[str]]) -> list[str]:
 async def test_no_row_is_visible_in_a_manifest_after_the_retire_ack(
     servers: list[ServerProcess], database_url: str, tmp_path: Path
 ) -> None:
-    clients = [httpx.AsyncClient(base_url=s.base_url, timeout=60) for s in servers]
+    clients = [
+        httpx.AsyncClient(base_url=s.base_url, timeout=60, limits=client_limits()) for s in servers
+    ]
     races = [Round([f"race{n}-{i}" for i in range(ROLLOUTS_PER_ROUND)]) for n in range(ROUNDS)]
     try:
         for number, race in enumerate(races):

@@ -36,6 +36,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ledger.app.http.openapi import UNAUTHENTICATED_PATHS
+from ledger.client_connections import client_limits
 from tests.suites.cli import assert_ledger_verifies, mirror_caught_up
 from tests.suites.documented_rules import follows_unwritten_rules, integers_spelled_whole
 from tests.support.server import ServerProcess
@@ -143,7 +144,9 @@ async def test_fuzz_every_operation_with_and_without_tokens(
     }
     with_tokens, without_tokens = FuzzRun(), FuzzRun()
     with ServerProcess(data_dir=data_dir, database_url=database_url, env=env) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(
+            base_url=server.base_url, timeout=30, limits=client_limits()
+        ) as http:
             document = (await http.get("/openapi.json")).json()
         schema = schemathesis.openapi.from_dict(document, config=CONFIG)
         operations = [operation_of(result) for result in schema.get_all_operations()]

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ledger.client_connections import client_limits
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.model_calls import ModelCallRecord, aggregate_model_call_records
 
@@ -41,7 +42,11 @@ class CaptureClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=client_limits(),
         )
 
     async def __aenter__(self) -> CaptureClient:
