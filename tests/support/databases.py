@@ -61,20 +61,30 @@ def require_postgres() -> None:
 @asynccontextmanager
 async def fresh_postgres_database() -> AsyncIterator[str]:
     """Create a uniquely named database, yield its asyncpg URL, drop it afterwards."""
-    dsn = admin_dsn()
-    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(dsn)
+    # template0: concurrent CREATE DATABASE from template1 fails while another session is
+    # copying it ("source database is being accessed by other users").
+    name = await create_postgres_database("ledger_t", template="template0")
     try:
-        # template0: concurrent CREATE DATABASE from template1 fails while another session is
-        # copying it ("source database is being accessed by other users").
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-    finally:
-        await admin.close()
-    url = make_url(dsn).set(drivername="postgresql+asyncpg", database=name)
-    try:
-        yield url.render_as_string(hide_password=False)
+        yield postgres_url(name)
     finally:
         await drop_postgres_database(name)
+
+
+async def create_postgres_database(prefix: str, *, template: str) -> str:
+    """A new database copied from ``template``, named ``prefix`` and a random suffix."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_dsn())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await admin.close()
+    return name
+
+
+def postgres_url(name: str, driver: str = "postgresql+asyncpg") -> str:
+    """The URL of database ``name`` on the test server (asyncpg's SQLAlchemy URL by default)."""
+    url = make_url(admin_dsn()).set(drivername=driver, database=name)
+    return url.render_as_string(hide_password=False)
 
 
 def admin_dsn() -> str:

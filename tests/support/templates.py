@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -19,12 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from sqlalchemy.engine import make_url
 
 from ledger.log import migrate
 from ledger.log.epoch import EPOCH, new_epoch
 from ledger.log.private_files import PRIVATE_FILE_MODE, create_private_file
-from tests.support.databases import admin_dsn, drop_postgres_database, sqlite_url
+from tests.support.databases import (
+    create_postgres_database,
+    drop_postgres_database,
+    postgres_url,
+    sqlite_url,
+)
 
 # updated_at keeps the template's time: only the identity has to differ.
 _SET_EPOCH = "UPDATE log_identity SET value = {0} WHERE name = {1}"
@@ -66,19 +69,14 @@ def copy_sqlite_template(template: Path, directory: Path) -> str:
 def migrated_postgres_template() -> Iterator[str]:
     """A PostgreSQL database at head, to be copied with ``CREATE DATABASE … TEMPLATE``; dropped
     at the end. Nobody connects to it meanwhile (a template in use cannot be copied)."""
-    name = f"ledger_tmpl_{uuid.uuid4().hex[:12]}"
-    dsn = admin_dsn()
 
-    async def create() -> None:
-        admin = await asyncpg.connect(dsn)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-        finally:
-            await admin.close()
-        url = make_url(dsn).set(drivername="postgresql+asyncpg", database=name)
-        await migrate.upgrade(url.render_as_string(hide_password=False))
+    async def create() -> str:
+        name = await create_postgres_database("ledger_tmpl", template="template0")
+        await migrate.upgrade(postgres_url(name))
+        return name
 
-    _run_on_own_loop(create())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        name = pool.submit(asyncio.run, create()).result()
     try:
         yield name
     finally:
@@ -88,20 +86,13 @@ def migrated_postgres_template() -> Iterator[str]:
 @asynccontextmanager
 async def postgres_copy(template: str) -> AsyncIterator[str]:
     """A new database copied from ``template``, with its own epoch; yields its asyncpg URL."""
-    dsn = admin_dsn()
-    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(dsn)
+    name = await create_postgres_database("ledger_t", template=template)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    finally:
-        await admin.close()
-    url = make_url(dsn).set(drivername="postgresql", database=name)
-    try:
-        conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+        conn = await asyncpg.connect(postgres_url(name, driver="postgresql"))
         try:
             await conn.execute(_SET_EPOCH.format("$1", "$2"), new_epoch(), EPOCH)
         finally:
             await conn.close()
-        yield url.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+        yield postgres_url(name)
     finally:
         await drop_postgres_database(name)
