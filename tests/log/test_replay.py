@@ -24,6 +24,7 @@ from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import row_to_event
 from ledger.log.verify import ChecksAtEnd, verify_projections
+from tests.log.record_builds import count_record_builds
 from tests.support.varied_log import LogShape, write_varied_log
 
 # 14 rollouts reach every branch of the varied log (clears, pending calls, incomplete markers,
@@ -182,14 +183,7 @@ async def test_each_rollouts_record_is_built_once_whatever_the_page(
 ) -> None:
     # Pages of 7 events end inside every rollout: built at each flush, a rollout's record was
     # built once per page it spans. The replay builds it once, from its final inputs.
-    built: list[str] = []
-    real_project = observations_projection.project
-
-    def counting_project(rollout_id: str, *args: Any) -> Any:
-        built.append(rollout_id)
-        return real_project(rollout_id, *args)
-
-    monkeypatch.setattr(observations_projection, "project", counting_project)
+    built = count_record_builds(monkeypatch)
     async with varied.read() as conn:
         report = await verify_projections(
             conn, default_catalogue(), default_projectors(check_templates=True), batch=PAGE

@@ -16,6 +16,7 @@ from ledger.areas.captures.service import CaptureService
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_chain, verify_projections
+from tests.log.record_builds import count_record_builds
 from tests.support.exchanges import chat_exchange
 
 PAGE = 10
@@ -92,14 +93,7 @@ async def test_verify_rebuilds_a_long_rollouts_record_once(
     # One capture per command: the writer flushed 60 times. The full rebuild of the record
     # (what made verify quadratic) must run once, on the final rows.
     await _capture(store, 60)
-    full_rebuilds: list[str] = []
-    real_project = observations_projection.project
-
-    def counting_project(rollout_id: str, *args: Any) -> Any:
-        full_rebuilds.append(rollout_id)
-        return real_project(rollout_id, *args)
-
-    monkeypatch.setattr(observations_projection, "project", counting_project)
+    full_rebuilds = count_record_builds(monkeypatch)
     async with store.read() as conn:
         report = await verify_projections(
             conn, default_catalogue(), default_projectors(check_templates=True), batch=PAGE

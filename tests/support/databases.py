@@ -10,17 +10,19 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
+T = TypeVar("T")
 
 
 def admin_dsn_or_none() -> str | None:
@@ -41,15 +43,20 @@ def postgres_unavailable_reason() -> str | None:
         await conn.close()
 
     try:
-        # Called from inside running test event loops: probe on a thread with its own loop.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pool.submit(asyncio.run, probe()).result()
+        run_on_own_loop(probe())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         reason = f"PostgreSQL at {POSTGRES_ENV} is unreachable: {exc}"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         return reason
     return None
+
+
+def run_on_own_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to the end from inside a test's running event loop (a session fixture,
+    a probe): on a thread with a loop of its own."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def require_postgres() -> None:

@@ -8,14 +8,11 @@ that no two tests' logs share an identity (as no two fresh databases would).
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
@@ -26,6 +23,7 @@ from tests.support.databases import (
     create_postgres_database,
     drop_postgres_database,
     postgres_url,
+    run_on_own_loop,
     sqlite_url,
 )
 
@@ -33,16 +31,10 @@ from tests.support.databases import (
 _SET_EPOCH = "UPDATE log_identity SET value = {0} WHERE name = {1}"
 
 
-def _run_on_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
-    # Session fixtures are set up from inside a test's event loop: run on a thread with its own.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, coroutine).result()
-
-
 def migrated_sqlite_template(directory: Path) -> Path:
     """Migrate a SQLite file in ``directory`` to head; returns its path, WAL checkpointed away."""
     url = sqlite_url(directory)
-    _run_on_own_loop(migrate.upgrade(url))
+    run_on_own_loop(migrate.upgrade(url))
     path = directory / "ledger.db"
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -75,12 +67,11 @@ def migrated_postgres_template() -> Iterator[str]:
         await migrate.upgrade(postgres_url(name))
         return name
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        name = pool.submit(asyncio.run, create()).result()
+    name = run_on_own_loop(create())
     try:
         yield name
     finally:
-        _run_on_own_loop(drop_postgres_database(name))
+        run_on_own_loop(drop_postgres_database(name))
 
 
 @asynccontextmanager
