@@ -53,27 +53,69 @@ def _with_duplicate(findings: str, count: int) -> str:
     return f"[{body},{finding}]" if body else f"[{finding}]"
 
 
+class Identities(NamedTuple):
+    """Per row, hashable keys of its (task, rollout) pair and of its (stage, task, rollout)
+    identity, and its key in Gym's verdict order (task, rollout, stage; ties in export
+    order). When no row has a stage and every index is a non-negative integer (the usual run),
+    one integer per row is all three: the pair and the identity coincide, sort_part's (0, n)
+    compares as n, and an int is no container for the collector."""
+
+    pairs: list[Any]
+    identities: list[Any]
+    order: list[Any]
+
+    @classmethod
+    def of(cls, tasks: list[Any], rollouts: list[Any], stages: list[Any]) -> Identities:
+        if (
+            all(stage is None for stage in stages)
+            and all(type(value) is int and value >= 0 for value in tasks)
+            and all(type(value) is int and value >= 0 for value in rollouts)
+        ):
+            width = max(rollouts, default=0) + 1
+            keys = [task * width + rollout for task, rollout in zip(tasks, rollouts, strict=True)]
+            return cls(keys, keys, keys)
+        return cls(
+            list(zip(tasks, rollouts, strict=True)),
+            list(zip(stages, tasks, rollouts, strict=True)),
+            [
+                (sort_key_part(task), sort_key_part(rollout), sort_key_part(stage))
+                for task, rollout, stage in zip(tasks, rollouts, stages, strict=True)
+            ],
+        )
+
+    def counts(self) -> tuple[Counter[Any], Counter[Any]]:
+        """Rows per pair and rows per identity (one count when they coincide)."""
+        per_pair = Counter(self.pairs)
+        return per_pair, per_pair if self.identities is self.pairs else Counter(self.identities)
+
+    def verdict_order(self) -> list[int]:
+        return sorted(range(len(self.order)), key=self.order.__getitem__)
+
+
 def _tallies(
-    tasks: list[Any], rollouts: list[Any], verdicts: list[str], rows: LeanColumns
+    tasks: list[Any],
+    verdicts: list[str],
+    rows: LeanColumns,
+    pairs: list[Any],
+    per_pair: Counter[Any],
 ) -> dict[Any, TaskTally]:
     """As ``compact._task_tallies``: one repeat per (task, rollout), copies collapsed."""
     tallies: dict[Any, TaskTally] = {task: [0, 0, 0, 0, 1, 0] for task in dict.fromkeys(tasks)}
-    per_pair = Counter(zip(tasks, rollouts, strict=True))
     if len(per_pair) == len(tasks):  # no copies: every row is a repeat of its own
         for (task, verdict), n in Counter(zip(tasks, verdicts, strict=True)).items():
             tally = tallies[task]
             tally[0] += n
             tally[_COLUMN[verdict]] += n
     else:
-        copies: dict[tuple[Any, Any], set[str]] = {}
-        for task, rollout, verdict in zip(tasks, rollouts, verdicts, strict=True):
-            if per_pair[(task, rollout)] > 1:
-                copies.setdefault((task, rollout), set()).add(verdict)
+        copies: dict[Any, tuple[Any, set[str]]] = {}
+        for task, pair, verdict in zip(tasks, pairs, verdicts, strict=True):
+            if per_pair[pair] > 1:
+                copies.setdefault(pair, (task, set()))[1].add(verdict)
             else:
                 tally = tallies[task]
                 tally[0] += 1
                 tally[_COLUMN[verdict]] += 1
-        for (task, _rollout), seen in copies.items():
+        for task, seen in copies.values():
             tally = tallies[task]
             tally[0] += 1
             tally[_COLUMN[seen.pop() if len(seen) == 1 else "unobserved"]] += 1
@@ -85,26 +127,6 @@ def _tallies(
         if successful:
             tallies[task][5] = 1
     return tallies
-
-
-def _order(tasks: list[Any], rollouts: list[Any], stages: list[Any]) -> list[int]:
-    """Positions in Gym's verdict order (task, rollout, stage; ties in export order)."""
-    positions = range(len(tasks))
-    if (
-        all(stage is None for stage in stages)
-        and all(type(value) is int and value >= 0 for value in tasks)
-        and all(type(value) is int and value >= 0 for value in rollouts)
-    ):
-        # Non-negative integers and no stage: sort_part's (0, n) compares as n and the stages
-        # tie, so one integer per row orders them (an int is no container for the collector).
-        width = max(rollouts, default=0) + 1
-        keys = [task * width + rollout for task, rollout in zip(tasks, rollouts, strict=True)]
-        return sorted(positions, key=keys.__getitem__)
-    tuples = [
-        (sort_key_part(task), sort_key_part(rollout), sort_key_part(stage))
-        for task, rollout, stage in zip(tasks, rollouts, stages, strict=True)
-    ]
-    return sorted(positions, key=tuples.__getitem__)
 
 
 def summarise_lean(
@@ -134,21 +156,21 @@ def summarise_lean(
         if text is not None:
             for check, count in parse(text).items():
                 issues[check] += count * n
-    copies = Counter(zip(stages, tasks, rollouts, strict=True))
+    keys = Identities.of(tasks, rollouts, stages)
+    per_pair, copies = keys.counts()
     if len(copies) < len(tasks):
-        for position, identity in enumerate(zip(stages, tasks, rollouts, strict=True)):
+        for position, identity in enumerate(keys.identities):
             count = copies[identity]
             if count > 1:
                 findings[position] = _with_duplicate(findings[position], count)
                 verdicts[position] = "unhealthy"
                 issues[_DUPLICATE] += 1
-    del copies
     sums.verdicts = Counter(verdicts)
     sums.issues = issues
-    summary = document(sums, ignored, _tallies(tasks, rollouts, verdicts, rows))
+    summary = document(sums, ignored, _tallies(tasks, verdicts, rows, keys.pairs, per_pair))
     lines = []
     task_texts, rollout_texts, stage_texts = rows.task_index, rows.rollout_index, rows.stage_index
-    for i in _order(tasks, rollouts, stages):
+    for i in keys.verdict_order():
         task_text = task_texts[i]
         if task_text is None:
             task_text = str(i)
