@@ -40,12 +40,9 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
+from contextlib import closing
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from benchmarks.bench_captures import IngestBodies, IngestServer, measure_ingest
 from benchmarks.cached_databases import cached_database
@@ -151,13 +148,13 @@ async def on_read_seconds(url: str) -> float:
     """The whole selection's summary with no findings rows (every record checked on read)."""
     store = LedgerStore(url, default_catalogue(), [])
     try:
-        service = HealthService(store.read)
+        service = HealthService(store.read_sync)
         started = time.perf_counter()
         report = await service.report(Selection(attempts="all"))
         assert report.computed_on_read == report.counts.matched
         return time.perf_counter() - started
     finally:
-        await store.read_engine.dispose()
+        await store.close()
 
 
 async def catch_up(url: str) -> tuple[float, int]:
@@ -177,13 +174,7 @@ async def measure(
     url: str, scratch: Path, glob: str, reads: int, probe: list[str]
 ) -> dict[str, Any]:
     store = LedgerStore(url, default_catalogue(), [])
-
-    @asynccontextmanager
-    async def read() -> AsyncIterator[AsyncConnection]:
-        async with store.read() as conn:
-            yield conn
-
-    service = HealthService(read)
+    service = HealthService(store.read_sync)
     try:
         # The first summary after the catch-up reads the follower's fresh pages (SQLite's WAL
         # not yet checkpointed); two more show the steady figure. All three are reported.
@@ -204,7 +195,7 @@ async def measure(
             await service.rollout(rollout_id)
             samples.append((time.perf_counter() - started) * 1000)
     finally:
-        await store.read_engine.dispose()
+        await store.close()
     for name, report in (("ledger-all", every), ("ledger-glob", chosen)):
         (scratch / name).mkdir()
         (scratch / name / "quality_summary.json").write_bytes(report.summary_bytes())

@@ -103,7 +103,7 @@ async def bench(url: str, *, rollouts: int, runs: int, repeats: int) -> None:
         print(f"  labelled / unlabelled (median of 3): {statistics.median(ratios):.2f}")
 
         await _results(store, runs, rollouts)
-        health = HealthService(store.read)
+        health = HealthService(store.read_sync)
         selection = Selection(run="run-0")
 
         async def sql(query: str) -> list[Any]:

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
@@ -33,6 +35,8 @@ from ledger.log.rebuild import (
 )
 from ledger.log.store import LedgerStore
 from ledger.mirror.follower import MirrorFollower, build_follower
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +181,11 @@ class DatabaseReader:
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    async def read_sync(self, fn: Callable[[Connection], T]) -> T:
+        """A synchronous read in one snapshot, through the async engine."""
+        async with self.read() as conn:
+            return await conn.run_sync(fn)
 
 
 @asynccontextmanager

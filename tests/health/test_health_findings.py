@@ -10,12 +10,13 @@ import json
 import random
 import re
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from ledger.app.bootstrap import Ledger
 from ledger.areas.health import queries
@@ -132,10 +133,11 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
     await write_run(client, planned)
     await follower.catch_up()
     selections = [Selection(attempts="all"), Selection(), Selection(ids="1*", attempts="all")]
-    async with ledger.store.read() as conn:
-        await queries.snapshot(conn)
+
+    def check(conn: Connection) -> None:
+        queries.snapshot(conn)
         for selection in selections:
-            rows = await queries.selected_rows(conn, selection)
+            rows = queries.selected_rows(conn, selection)
             excluded = (
                 set()
                 if selection.attempts == "all"
@@ -143,13 +145,15 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
             )
             digests = [row.digest for row in rows if row.rollout_id not in excluded]
             assert all(digest is not None for digest in digests)
-            quick = await summarise_quickly(conn, selection, excluded, [])
+            quick = summarise_quickly(conn, selection, excluded, [])
             assert quick is not None and quick.records == len(digests) > 0
             summary, lines = summarise([d for d in digests if d is not None], [])
             assert summary_bytes(quick.summary) == summary_bytes(summary), selection
             assert quick.lines == lines, selection
-        declined = await summarise_quickly(conn, selections[0], set(), ["model_call_failed"])
+        declined = summarise_quickly(conn, selections[0], set(), ["model_call_failed"])
         assert declined is None
+
+    await ledger.store.read_sync(check)
     posted = await client.post(
         f"/v1/rollouts/{planned[0].rollout_id}/model-calls",
         json={
@@ -161,8 +165,12 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
         },
     )
     assert posted.status_code == 201, posted.text
-    async with ledger.store.read() as conn:
-        assert await summarise_quickly(conn, selections[0], set(), []) is None
+    assert (
+        await ledger.store.read_sync(
+            partial(summarise_quickly, selection=selections[0], excluded=set(), ignored=[])
+        )
+        is None
+    )
 
 
 async def test_rows_answer_exactly_once_the_follower_caught_up(
@@ -172,7 +180,7 @@ async def test_rows_answer_exactly_once_the_follower_caught_up(
     await write_run(client, generate_run(RUN, seed=4))
     assert await follower.catch_up() > 0
     lines = await exported(client)
-    service = HealthService(ledger.store.read)
+    service = HealthService(ledger.store.read_sync)
     for ignored in IGNORED_CASES:
         report = await service.report(Selection(attempts="all"), ignored)
         assert report.computed_on_read == 0
@@ -192,7 +200,7 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     planned = generate_run(20, seed=6)
     await write_run(client, planned)
     await follower.catch_up()
-    service = HealthService(ledger.store.read)
+    service = HealthService(ledger.store.read_sync)
     changed = planned[0].rollout_id
     before = await client.get(f"/v1/rollouts/{changed}/health")
     failing = {
@@ -342,7 +350,7 @@ async def test_the_apps_own_follower_keeps_up(app: FastAPI, client: httpx.AsyncC
     assert ledger.health is not None
     planned = generate_run(10, seed=12)
     await write_run(client, planned)
-    service = HealthService(ledger.store.read)
+    service = HealthService(ledger.store.read_sync)
     for _ in range(200):
         report = await service.report(Selection(attempts="all"))
         if report.computed_on_read == 0:

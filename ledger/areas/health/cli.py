@@ -87,7 +87,7 @@ def _with_service(ctx: click.Context, use: Callable[[HealthService], Awaitable[T
 
     async def run() -> T:
         async with opened_reader(settings, pooled=True) as reader:
-            return await use(HealthService(reader.read))
+            return await use(HealthService(reader.read_sync))
 
     return run_async(run)
 

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.tables import health_findings
-from ledger.areas.observations.queries import read_record_text
+from ledger.areas.observations.queries import read_record_text_sync
 from ledger.areas.observations.tables import observation_records
 from ledger.gym.health.compact import CompactDigest, compact_digest
 
@@ -35,12 +35,12 @@ class StoredRecordRow:
     text: str
 
 
-async def records_by_id(conn: AsyncConnection, rollout_ids: Sequence[str]) -> dict[str, str]:
+def records_by_id(conn: Connection, rollout_ids: Sequence[str]) -> dict[str, str]:
     """The records of these rollouts as readers get them (templates filled in)."""
     found: dict[str, str] = {}
     for first in range(0, len(rollout_ids), IN_CHUNK):
         chunk = rollout_ids[first : first + IN_CHUNK]
-        rows = await conn.execute(
+        rows = conn.execute(
             select(
                 observation_records.c.rollout_id,
                 observation_records.c.record,
@@ -50,25 +50,21 @@ async def records_by_id(conn: AsyncConnection, rollout_ids: Sequence[str]) -> di
         for row in rows.all():
             text = str(row.record)
             if row.assembled:  # a template: its calls' pieces are filled in on read
-                text = await read_record_text(conn, row.rollout_id) or text
+                text = read_record_text_sync(conn, row.rollout_id) or text
             found[row.rollout_id] = text
     return found
 
 
-async def changed_records(
-    conn: AsyncConnection, *, after_seq: int, limit: int
-) -> list[StoredRecordRow]:
+def changed_records(conn: Connection, *, after_seq: int, limit: int) -> list[StoredRecordRow]:
     """Records whose latest change is after ``after_seq``, oldest change first. A record's
     last_seq is the seq of one of its own rollout's events, so no two records share one."""
-    rows = (
-        await conn.execute(
-            select(observation_records.c.rollout_id, observation_records.c.last_seq)
-            .where(observation_records.c.last_seq > after_seq)
-            .order_by(observation_records.c.last_seq)
-            .limit(limit)
-        )
+    rows = conn.execute(
+        select(observation_records.c.rollout_id, observation_records.c.last_seq)
+        .where(observation_records.c.last_seq > after_seq)
+        .order_by(observation_records.c.last_seq)
+        .limit(limit)
     ).all()
-    texts = await records_by_id(conn, [row.rollout_id for row in rows])
+    texts = records_by_id(conn, [row.rollout_id for row in rows])
     return [
         StoredRecordRow(row.rollout_id, row.last_seq, texts[row.rollout_id])
         for row in rows

@@ -38,7 +38,7 @@ async def verify_findings(engine: AsyncEngine, *, page: int = PAGE) -> FindingsR
     after = ""
     while True:
         async with engine.connect() as conn, conn.begin():
-            await snapshot(conn)  # the rows and the records they are checked against, together
+            await conn.run_sync(snapshot)  # the rows and their records, together
             rows = (
                 await conn.execute(
                     select(
@@ -59,7 +59,8 @@ async def verify_findings(engine: AsyncEngine, *, page: int = PAGE) -> FindingsR
                 )
             ).all()
             current = [row for row in rows if row.findings_seq == row.last_seq]
-            texts = await findings_store.records_by_id(conn, [row.rollout_id for row in current])
+            ids = [row.rollout_id for row in current]
+            texts = await conn.run_sync(findings_store.records_by_id, ids)
         report.behind += len(rows) - len(current)
         stored_records = [
             StoredRecordRow(row.rollout_id, row.last_seq, texts[row.rollout_id])

@@ -18,8 +18,11 @@ import contextlib
 import logging
 import time
 
+from sqlalchemy import Connection
+
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.health import findings_store
+from ledger.areas.health.findings_store import StoredRecordRow
 from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
@@ -85,11 +88,13 @@ class HealthFollower:
         if self._high_water is None:
             await self._resume()
         assert self._high_water is not None
-        async with self._store.read() as conn:
-            await snapshot(conn)  # each record's seq and text from one snapshot
-            records = await findings_store.changed_records(
-                conn, after_seq=self._high_water, limit=self._page_size
-            )
+        after_seq, limit = self._high_water, self._page_size
+
+        def changed(conn: Connection) -> list[StoredRecordRow]:
+            snapshot(conn)  # each record's seq and text from one snapshot
+            return findings_store.changed_records(conn, after_seq=after_seq, limit=limit)
+
+        records = await self._store.read_sync(changed)
         if not records:
             return False
         rows = await asyncio.to_thread(findings_store.computed_rows, records)

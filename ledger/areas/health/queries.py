@@ -3,24 +3,21 @@ in the order their records last changed (the order ``ledger export`` writes them
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, and_, select
+from sqlalchemy import Connection, Select, and_, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.findings_store import DIGEST_SELECT, digest_of
 from ledger.areas.health.selection import Selection, glob_to_like, literal_prefix
 from ledger.areas.health.tables import health_findings
-from ledger.areas.observations.queries import read_record_text
 from ledger.areas.observations.tables import observation_records
 from ledger.areas.runs.tables import run_labels
 from ledger.gym.health.compact import CompactDigest
 from ledger.log.tables import rollouts
 
-PAGE_SIZE = 1000
 PERF_COLUMNS = (
     "num_turns",
     "num_tool_calls",
@@ -36,7 +33,7 @@ PERF_COLUMNS = (
 def restricted(
     query: Select[Any],
     selection: Selection,
-    conn: AsyncConnection,
+    conn: Connection | AsyncConnection,  # its dialect
     *,
     with_findings: bool = False,
 ) -> Select[Any]:
@@ -84,16 +81,17 @@ def restricted(
     return query
 
 
-async def snapshot(conn: AsyncConnection) -> None:
-    """Make the rest of this transaction read one snapshot. SQLite's read transaction already
-    does; PostgreSQL's default (read committed) takes a new one per statement."""
+def snapshot(conn: Connection) -> None:
+    """Make the rest of this transaction read one snapshot (the transaction's first
+    statement). SQLite's read transaction already does; PostgreSQL's default (read committed)
+    takes a new one per statement."""
     if conn.dialect.name == "postgresql":
-        await conn.execute(sql_text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+        conn.execute(sql_text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
 
 
-async def selected_ids(conn: AsyncConnection, selection: Selection) -> list[str]:
+def selected_ids(conn: Connection, selection: Selection) -> list[str]:
     query = restricted(select(observation_records.c.rollout_id), selection, conn)
-    rows = await conn.execute(query.order_by(observation_records.c.last_seq))
+    rows = conn.execute(query.order_by(observation_records.c.last_seq))
     return [row.rollout_id for row in rows if selection.matches(row.rollout_id)]
 
 
@@ -106,7 +104,7 @@ class SelectedRow:
     digest: CompactDigest | None  # None: missing or stale, check the record on read
 
 
-async def selected_rows(conn: AsyncConnection, selection: Selection) -> list[SelectedRow]:
+def selected_rows(conn: Connection, selection: Selection) -> list[SelectedRow]:
     """Every selected rollout in export order, with its findings row when fresh."""
     query = restricted(
         select(
@@ -119,7 +117,7 @@ async def selected_rows(conn: AsyncConnection, selection: Selection) -> list[Sel
         conn,
         with_findings=True,
     ).order_by(observation_records.c.last_seq)
-    result = await conn.execute(query)
+    result = conn.execute(query)
     selected = []
     for row in result.tuples():
         if not selection.matches(row[0]):
@@ -129,12 +127,12 @@ async def selected_rows(conn: AsyncConnection, selection: Selection) -> list[Sel
     return selected
 
 
-async def read_one_with_findings(
-    conn: AsyncConnection, rollout_id: str
+def read_one_with_findings(
+    conn: Connection, rollout_id: str
 ) -> tuple[int, CompactDigest | None] | None:
     """The record's last_seq and its findings row when fresh; None without a record."""
     row = (
-        await conn.execute(
+        conn.execute(
             select(
                 observation_records.c.last_seq,
                 health_findings.c.last_seq.label("findings_seq"),
@@ -155,63 +153,10 @@ async def read_one_with_findings(
     return int(row[0]), digest_of(tuple(row), 2) if fresh else None
 
 
-@dataclass(frozen=True)
-class StoredRecord:
-    rollout_id: str
-    last_seq: int
-    text: str
-
-
-async def selected_records(
-    conn: AsyncConnection, selection: Selection, *, page_size: int = PAGE_SIZE
-) -> AsyncIterator[StoredRecord]:
-    """Every selected record, page by page on one connection (one snapshot when the caller
-    holds a transaction)."""
-    after = -1
-    while True:
-        query = restricted(
-            select(
-                observation_records.c.rollout_id,
-                observation_records.c.last_seq,
-                observation_records.c.record,
-                observation_records.c.assembled,
-            ),
-            selection,
-            conn,
-        ).where(observation_records.c.last_seq > after)
-        rows = (
-            await conn.execute(query.order_by(observation_records.c.last_seq).limit(page_size))
-        ).all()
-        for row in rows:
-            if not selection.matches(row.rollout_id):
-                continue
-            text = str(row.record)
-            if row.assembled:  # a template: its calls' pieces are filled in on read
-                text = await read_record_text(conn, row.rollout_id) or text
-            yield StoredRecord(row.rollout_id, row.last_seq, text)
-        if len(rows) < page_size:
-            return
-        after = rows[-1].last_seq
-
-
-async def selected_perf_rows(conn: AsyncConnection, selection: Selection) -> list[dict[str, Any]]:
+def selected_perf_rows(conn: Connection, selection: Selection) -> list[dict[str, Any]]:
     """Per selected rollout: its id and the ``ng_perf`` figures its record carries
     (``num_turns`` is NULL exactly when the record has no ``ng_perf``)."""
     columns = [observation_records.c[name] for name in PERF_COLUMNS]
     query = restricted(select(observation_records.c.rollout_id, *columns), selection, conn)
-    rows = await conn.execute(query.order_by(observation_records.c.last_seq))
+    rows = conn.execute(query.order_by(observation_records.c.last_seq))
     return [dict(row._mapping) for row in rows if selection.matches(row.rollout_id)]
-
-
-async def read_one(conn: AsyncConnection, rollout_id: str) -> StoredRecord | None:
-    row = (
-        await conn.execute(
-            select(observation_records.c.last_seq).where(
-                observation_records.c.rollout_id == rollout_id
-            )
-        )
-    ).first()
-    if row is None:
-        return None
-    text = await read_record_text(conn, rollout_id)
-    return None if text is None else StoredRecord(rollout_id, row.last_seq, text)

@@ -58,7 +58,7 @@ SelectionDep = Annotated[Selection, Depends(_selection)]
 
 
 def _service(ledger: LedgerDep) -> HealthService:
-    return HealthService(ledger.store.read)
+    return HealthService(ledger.store.read_sync)
 
 
 ServiceDep = Annotated[HealthService, Depends(_service)]

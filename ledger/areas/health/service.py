@@ -9,12 +9,12 @@ however far behind the follower is; the rows only make it fast."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection
 
 from ledger.areas.health import findings_store, queries
 from ledger.areas.health.selection import Selection, superseded_attempts
@@ -31,7 +31,7 @@ from ledger.gym.ids import validate_rollout_id
 from ledger.gym.perf_summary import perf_summary
 from ledger.log.errors import BadRequest, NotFound
 
-ReadConnection = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+T = TypeVar("T")
 
 
 def ignored_checks(values: Sequence[str]) -> tuple[str, ...]:
@@ -99,67 +99,33 @@ def _one_rollout(
     }
 
 
+class SyncRead(Protocol):
+    """Runs a synchronous read whole in one snapshot (``LedgerStore.read_sync``: on SQLite on a
+    reader thread, in one hop, off the event loop; on PostgreSQL through the async engine)."""
+
+    def __call__(self, fn: Callable[[Connection], T], /) -> Awaitable[T]: ...
+
+
 class HealthService:
-    def __init__(self, read: ReadConnection) -> None:
-        self._read = read
+    """Each answer is one synchronous read: a summary of 100,000 rollouts is about a second of
+    Python, which on SQLite then runs on a reader thread instead of the server's event loop."""
+
+    def __init__(self, read_sync: SyncRead) -> None:
+        self._read_sync = read_sync
 
     async def rollout(self, rollout_id: str, ignored: Sequence[str] = ()) -> dict[str, Any]:
         """One rollout's verdict, findings and unobserved checks. The run-level parts
         (duplicate identity, task checks) need the run: see ``report``."""
         validate_rollout_id(rollout_id)
         ignore = ignored_checks(ignored)
-        async with self._read() as conn:
-            found = await queries.read_one_with_findings(conn, rollout_id)
-            digest = None if found is None else found[1]
-            if found is not None and digest is None:
-                text = (await findings_store.records_by_id(conn, [rollout_id])).get(rollout_id)
-                digest = None if text is None else compact_digest(json.loads(text))
-        if found is None or digest is None:
-            raise NotFound(f"rollout {rollout_id!r} has no record to check")
-        return _one_rollout(rollout_id, found[0], digest, ignore)
+        return await self._read_sync(partial(_rollout_health, rollout_id=rollout_id, ignore=ignore))
 
     async def report(self, selection: Selection, ignored: Sequence[str] = ()) -> SelectionReport:
         ignore = ignored_checks(ignored)
-        async with self._read() as conn:
-            await queries.snapshot(conn)
-            excluded: set[str] = set()
-            if selection.attempts == "latest":
-                excluded = superseded_attempts(await queries.selected_ids(conn, selection))
-            # SQL's sums and the lean pass over fresh rows; else every row through
-            # compact.summarise (stale ones checked on read), in the same snapshot.
-            fast = await summarise_quickly(conn, selection, excluded, ignore)
-            if fast is not None:
-                return SelectionReport(
-                    selection=selection,
-                    counts=SelectionCounts(fast.records + len(excluded), len(excluded)),
-                    summary=fast.summary,
-                    lines=fast.lines,
-                    computed_on_read=0,
-                )
-            selected = await queries.selected_rows(conn, selection)
-            excluded = _superseded(selection, [row.rollout_id for row in selected])
-            kept = [row for row in selected if row.rollout_id not in excluded]
-            # The freshness rule: rows the follower has not (re)computed are checked here.
-            stale = [row.rollout_id for row in kept if row.digest is None]
-            texts = await findings_store.records_by_id(conn, stale)
-        computed = {
-            rollout_id: compact_digest(json.loads(texts[rollout_id])) for rollout_id in stale
-        }
-        digests = [
-            row.digest if row.digest is not None else computed[row.rollout_id] for row in kept
-        ]
-        summary, lines = summarise(digests, ignore)
-        return SelectionReport(
-            selection=selection,
-            counts=SelectionCounts(len(selected), len(excluded)),
-            summary=summary,
-            lines=lines,
-            computed_on_read=len(stale),
-        )
+        return await self._read_sync(partial(_report, selection=selection, ignore=ignore))
 
     async def perf(self, selection: Selection) -> dict[str, Any]:
-        async with self._read() as conn:
-            rows = await queries.selected_perf_rows(conn, selection)
+        rows = await self._read_sync(partial(queries.selected_perf_rows, selection=selection))
         excluded = _superseded(selection, [row["rollout_id"] for row in rows])
         kept = [row for row in rows if row["rollout_id"] not in excluded]
         documents = [
@@ -174,3 +140,49 @@ class HealthService:
             },
             "perf_summary": perf_summary(documents, len(kept)),
         }
+
+
+def _rollout_health(conn: Connection, rollout_id: str, ignore: tuple[str, ...]) -> dict[str, Any]:
+    found = queries.read_one_with_findings(conn, rollout_id)
+    digest = None if found is None else found[1]
+    if found is not None and digest is None:
+        text = findings_store.records_by_id(conn, [rollout_id]).get(rollout_id)
+        digest = None if text is None else compact_digest(json.loads(text))
+    if found is None or digest is None:
+        raise NotFound(f"rollout {rollout_id!r} has no record to check")
+    return _one_rollout(rollout_id, found[0], digest, ignore)
+
+
+def _report(conn: Connection, selection: Selection, ignore: tuple[str, ...]) -> SelectionReport:
+    """The selection's two files in one snapshot."""
+    queries.snapshot(conn)
+    excluded: set[str] = set()
+    if selection.attempts == "latest":
+        excluded = superseded_attempts(queries.selected_ids(conn, selection))
+    # One statement and the lean pass over fresh rows; else every row through
+    # compact.summarise (stale ones checked on read), in the same snapshot.
+    fast = summarise_quickly(conn, selection, excluded, ignore)
+    if fast is not None:
+        return SelectionReport(
+            selection=selection,
+            counts=SelectionCounts(fast.records + len(excluded), len(excluded)),
+            summary=fast.summary,
+            lines=fast.lines,
+            computed_on_read=0,
+        )
+    selected = queries.selected_rows(conn, selection)
+    excluded = _superseded(selection, [row.rollout_id for row in selected])
+    kept = [row for row in selected if row.rollout_id not in excluded]
+    # The freshness rule: rows the follower has not (re)computed are checked here.
+    stale = [row.rollout_id for row in kept if row.digest is None]
+    texts = findings_store.records_by_id(conn, stale)
+    computed = {rollout_id: compact_digest(json.loads(texts[rollout_id])) for rollout_id in stale}
+    digests = [row.digest if row.digest is not None else computed[row.rollout_id] for row in kept]
+    summary, lines = summarise(digests, ignore)
+    return SelectionReport(
+        selection=selection,
+        counts=SelectionCounts(len(selected), len(excluded)),
+        summary=summary,
+        lines=lines,
+        computed_on_read=len(stale),
+    )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, select
+from sqlalchemy import ColumnElement, Connection, Select, case, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.queries import restricted
@@ -46,7 +46,10 @@ def _flag(condition: ColumnElement[bool]) -> ColumnElement[int]:
 
 
 def _over_selection(
-    query: Select[Any], selection: Selection, excluded: Collection[str], conn: AsyncConnection
+    query: Select[Any],
+    selection: Selection,
+    excluded: Collection[str],
+    conn: Connection | AsyncConnection,
 ) -> Select[Any]:
     query = restricted(query, selection, conn, with_findings=True)
     if excluded:
@@ -85,7 +88,7 @@ def _row_columns() -> tuple[ColumnElement[Any], ...]:
 
 
 def summary_rows_statement(
-    selection: Selection, excluded: Collection[str], conn: AsyncConnection
+    selection: Selection, excluded: Collection[str], conn: Connection | AsyncConnection
 ) -> Select[Any]:
     """Per selected record in export order: ``_row_columns()``."""
     query = select(*_row_columns()).order_by(records.c.last_seq)
@@ -116,8 +119,8 @@ def _by_status(texts: Counter[str | None]) -> Counter[str]:
     return total
 
 
-async def summarise_quickly(
-    conn: AsyncConnection,
+def summarise_quickly(
+    conn: Connection,
     selection: Selection,
     excluded: Collection[str],
     ignored: Collection[str],
@@ -125,7 +128,7 @@ async def summarise_quickly(
     """The selection's two files, or None when some row is stale or a rollout check ignored."""
     if any(check in BIT for check in ignored):
         return None
-    result = await conn.execute(summary_rows_statement(selection, excluded, conn))
+    result = conn.execute(summary_rows_statement(selection, excluded, conn))
     with _collector_paused():
         return _summarised(result.tuples().all(), ignored)
 
