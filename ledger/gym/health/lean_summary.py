@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ledger.gym.health import catalogue as c
 from ledger.gym.health.compact import (
@@ -129,6 +129,46 @@ def _tallies(
     return tallies
 
 
+def _verdict_lines(
+    rows: LeanColumns,
+    tasks: list[Any],
+    rollouts: list[Any],
+    verdicts: list[str],
+    findings: list[str],
+    order: list[int],
+) -> list[bytes]:
+    """The verdict file's lines in ``order``: each part is prepared a whole column at a time,
+    put in order by ``map`` over the positions (in C), and the lines formatted in one
+    comprehension (``compact._line``'s bytes)."""
+    task_texts: Sequence[str | None] = rows.task_index
+    if None in task_texts:  # the default task index is the record's position
+        task_texts = [str(i) if text is None else text for i, text in enumerate(task_texts)]
+    given = rows.verdict_rollout_id
+    ids: Sequence[str] = (
+        [  # derived from the task index where the record has no rollout id
+            f"{task}-{rollout}" if rollout_id is None else rollout_id
+            for rollout_id, task, rollout in zip(given, tasks, rollouts, strict=True)
+        ]
+        if None in given
+        else cast("Sequence[str]", given)
+    )
+    if PLAIN.fullmatch("".join(ids)):  # a class's star: all plain iff each is
+        quoted = [f'"{rollout_id}"' for rollout_id in ids]
+    else:
+        quoted = [f'"{i}"' if PLAIN.fullmatch(i) else dump(i) for i in ids]
+    stage_parts = ["" if stage is None else f',"stage_index":{stage}' for stage in rows.stage_index]
+    columns = (task_texts, rows.rollout_index, quoted, verdicts, findings, rows.unobserved)
+    return [
+        (
+            f'{{"_ng_task_index":{task},"_ng_rollout_index":{rollout},"rollout_id":{rollout_id},'
+            f'"verdict":"{verdict}","findings":{found},"unobserved":{unobserved}{stage}}}\n'
+        ).encode()
+        for task, rollout, rollout_id, verdict, found, unobserved, stage in zip(
+            *(map(column.__getitem__, order) for column in (*columns, stage_parts)), strict=True
+        )
+    ]
+
+
 def summarise_lean(
     rows: LeanColumns, sums: RunSums, ignored: Collection[str]
 ) -> tuple[dict[str, Any], list[bytes]]:
@@ -168,22 +208,5 @@ def summarise_lean(
     sums.verdicts = Counter(verdicts)
     sums.issues = issues
     summary = document(sums, ignored, _tallies(tasks, verdicts, rows, keys.pairs, per_pair))
-    lines = []
-    task_texts, rollout_texts, stage_texts = rows.task_index, rows.rollout_index, rows.stage_index
-    for i in keys.verdict_order():
-        task_text = task_texts[i]
-        if task_text is None:
-            task_text = str(i)
-        rollout_id = rows.verdict_rollout_id[i]
-        if rollout_id is None:
-            rollout_id = f"{tasks[i]}-{rollouts[i]}"
-        quoted = f'"{rollout_id}"' if PLAIN.fullmatch(rollout_id) else dump(rollout_id)
-        stage = "" if stage_texts[i] is None else f',"stage_index":{stage_texts[i]}'
-        lines.append(
-            (
-                f'{{"_ng_task_index":{task_text},"_ng_rollout_index":{rollout_texts[i]},'
-                f'"rollout_id":{quoted},"verdict":"{verdicts[i]}",'
-                f'"findings":{findings[i]},"unobserved":{rows.unobserved[i]}{stage}}}\n'
-            ).encode()
-        )
+    lines = _verdict_lines(rows, tasks, rollouts, verdicts, findings, keys.verdict_order())
     return summary, lines
