@@ -97,10 +97,14 @@ def summary_rows_statement(
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a synchronous stretch (no await inside, so no
-    other request runs meanwhile). The pass makes no reference cycles, but it makes enough
-    objects to set off full collections, each walking every long-lived object of the server
-    process: measured at 100,000 rows, as long as the pass itself."""
+    """The cyclic garbage collector off for the lean pass. The pass makes no reference cycles,
+    but it makes enough objects to set off full collections, each walking every long-lived
+    object of the server process: measured at 100,000 rows, as long as the pass itself.
+
+    The switch is process-wide, and the pass runs on a reader thread (``read_sync``), so other
+    threads allocate with the collector off for as long (under a second at 100,000 rows);
+    what cycles they make are collected once it is back on. Two passes at once may turn it
+    back on before the later one ends (each restores what it found); it always ends on."""
     enabled = gc.isenabled()
     gc.disable()
     try:
