@@ -111,6 +111,10 @@ class PostgresCopies:
         self._ready: deque[Future[str]] = deque()
         self._drops: list[Future[None]] = []
 
+    @property
+    def template(self) -> str:
+        return self._template
+
     def _fill(self) -> None:
         while len(self._ready) < self._ahead:
             made = self._thread.submit(asyncio.run, new_postgres_copy(self._template))
