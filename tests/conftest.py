@@ -13,12 +13,17 @@ from ledger.app.areas import default_catalogue, default_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.log.store import LedgerStore
-from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
+from tests.support.databases import (
+    fresh_postgres_database,
+    postgres_url,
+    require_postgres,
+    sqlite_url,
+)
 from tests.support.templates import (
+    PostgresCopies,
     copy_sqlite_template,
     migrated_postgres_template,
     migrated_sqlite_template,
-    postgres_copy,
 )
 
 
@@ -57,10 +62,11 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def postgres_template() -> Iterator[str]:
+def postgres_copies() -> Iterator[PostgresCopies]:
+    """Copies of one PostgreSQL database migrated per session, made ahead while tests run."""
     require_postgres()
-    with migrated_postgres_template() as name:
-        yield name
+    with migrated_postgres_template() as name, PostgresCopies(name) as copies:
+        yield copies
 
 
 @pytest.fixture(params=BACKENDS)
@@ -71,8 +77,12 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         yield copy_sqlite_template(request.getfixturevalue("sqlite_template"), tmp_path)
         return
     require_postgres()
-    async with postgres_copy(request.getfixturevalue("postgres_template")) as url:
-        yield url
+    copies: PostgresCopies = request.getfixturevalue("postgres_copies")
+    name = await copies.take()
+    try:
+        yield postgres_url(name)
+    finally:
+        copies.drop(name)
 
 
 @pytest.fixture

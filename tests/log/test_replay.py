@@ -5,8 +5,10 @@ projection table of a varied log."""
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from ledger.log.tables import events
 from ledger.log.transaction import row_to_event
 from ledger.log.verify import ChecksAtEnd, verify_projections
 from tests.log.record_builds import count_record_builds
+from tests.support.databases import drop_postgres_database, postgres_url, run_on_own_loop
+from tests.support.templates import PostgresCopies, copy_sqlite_template, new_postgres_copy
 from tests.support.varied_log import LogShape, write_varied_log
 
 # 14 rollouts reach every branch of the varied log (clears, pending calls, incomplete markers,
@@ -34,9 +38,60 @@ SHAPE = LogShape(rollouts=14, calls=8, batch=3, padding=40)
 PAGE = 7
 
 
+async def _write_varied(url: str) -> None:
+    store = LedgerStore(url, default_catalogue(), default_projectors())
+    await store.open()
+    try:
+        await write_varied_log(store, SHAPE)
+    finally:
+        await store.close()
+
+
+# The varied log is written once per backend and module (2-4 s each), into a database at head;
+# every test gets a copy of it (tests/support/templates.py: its own epoch), as it got a fresh
+# database before. The same SHAPE always gives the same events, but for their timestamps.
+@pytest.fixture(scope="module")
+def varied_sqlite(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("varied-sqlite")
+    url = copy_sqlite_template(sqlite_template, directory)
+    run_on_own_loop(_write_varied(url))
+    path = directory / "ledger.db"
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def varied_postgres(postgres_copies: PostgresCopies) -> Iterator[PostgresCopies]:
+    name = run_on_own_loop(new_postgres_copy(postgres_copies.template))
+    try:
+        run_on_own_loop(_write_varied(postgres_url(name)))
+        with PostgresCopies(name) as copies:
+            yield copies
+    finally:
+        run_on_own_loop(drop_postgres_database(name))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """This module's databases: each a fresh copy of the varied log, on each backend."""
+    if request.param == "sqlite":
+        yield copy_sqlite_template(request.getfixturevalue("varied_sqlite"), tmp_path)
+        return
+    copies: PostgresCopies = request.getfixturevalue("varied_postgres")
+    name = await copies.take()
+    try:
+        yield postgres_url(name)
+    finally:
+        copies.drop(name)
+
+
 @pytest.fixture
 async def varied(store: LedgerStore) -> LedgerStore:
-    await write_varied_log(store, SHAPE)
+    """The store, on a copy of the varied log."""
     return store
 
 

@@ -4,15 +4,23 @@ Running the whole migration chain took 0.2-0.4 s per test on SQLite and about as
 PostgreSQL, most of the suite's per-test cost. A copy is what a fresh ``upgrade`` makes, byte for
 byte, except the log's epoch, which the migration draws at random: each copy gets a new one so
 that no two tests' logs share an identity (as no two fresh databases would).
+
+On PostgreSQL a copy and its drop took ~0.3 s of a quiet machine per test, and 0.6-0.9 s of a
+loaded one (most of it the server writing the new database): ``PostgresCopies`` makes each
+worker's next copies ahead, and drops used ones, on a thread of its own while tests run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 
 import asyncpg
 
@@ -74,9 +82,8 @@ def migrated_postgres_template() -> Iterator[str]:
         run_on_own_loop(drop_postgres_database(name))
 
 
-@asynccontextmanager
-async def postgres_copy(template: str) -> AsyncIterator[str]:
-    """A new database copied from ``template``, with its own epoch; yields its asyncpg URL."""
+async def new_postgres_copy(template: str) -> str:
+    """A new database copied from ``template``, with its own epoch; returns its name."""
     name = await create_postgres_database("ledger_t", template=template)
     try:
         conn = await asyncpg.connect(postgres_url(name, driver="postgresql"))
@@ -84,6 +91,66 @@ async def postgres_copy(template: str) -> AsyncIterator[str]:
             await conn.execute(_SET_EPOCH.format("$1", "$2"), new_epoch(), EPOCH)
         finally:
             await conn.close()
-        yield postgres_url(name)
-    finally:
+    except BaseException:
         await drop_postgres_database(name)
+        raise
+    return name
+
+
+class PostgresCopies:
+    """Fresh copies of ``template`` (``new_postgres_copy``), ``ahead`` of them made in advance
+    on threads of their own; a used copy is dropped there too. Each copy is still given to one
+    test only. A failed drop is raised at ``close``. The copies are made ``ahead`` at a time:
+    one alone waits mostly on the server's flush to disk (~0.3 s), several at once share it
+    (8 copies took 0.03 s each made two at a time)."""
+
+    def __init__(self, template: str, ahead: int = 3) -> None:
+        self._template = template
+        self._ahead = ahead
+        self._thread = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="postgres-copies")
+        self._ready: deque[Future[str]] = deque()
+        self._drops: list[Future[None]] = []
+
+    @property
+    def template(self) -> str:
+        return self._template
+
+    def _fill(self) -> None:
+        while len(self._ready) < self._ahead:
+            made = self._thread.submit(asyncio.run, new_postgres_copy(self._template))
+            self._ready.append(made)
+
+    async def take(self) -> str:
+        """The name of a fresh copy (made ahead, or waited for)."""
+        self._fill()
+        made = self._ready.popleft()
+        self._fill()
+        return await asyncio.wrap_future(made)
+
+    def drop(self, name: str) -> None:
+        """Drop ``name`` in the background (after the copies already asked for)."""
+        self._drops.append(self._thread.submit(asyncio.run, drop_postgres_database(name)))
+
+    def close(self) -> None:
+        """Drop the copies made and not taken; wait for every drop."""
+        for made in self._ready:
+            try:
+                name = made.result()
+            except Exception:  # nothing was made (a take of it would have raised)
+                continue
+            self.drop(name)
+        self._ready.clear()
+        self._thread.shutdown(wait=True)
+        for dropped in self._drops:
+            dropped.result()
+
+    def __enter__(self) -> PostgresCopies:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
