@@ -15,7 +15,6 @@ from ledger.app.http.app import create_app
 from ledger.log.store import LedgerStore
 from tests.support.databases import (
     fresh_postgres_database,
-    postgres_url,
     require_postgres,
     sqlite_url,
 )
@@ -78,11 +77,8 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         return
     require_postgres()
     copies: PostgresCopies = request.getfixturevalue("postgres_copies")
-    name = await copies.take()
-    try:
-        yield postgres_url(name)
-    finally:
-        copies.drop(name)
+    async with copies.url() as url:
+        yield url
 
 
 @pytest.fixture

@@ -82,11 +82,8 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         yield copy_sqlite_template(request.getfixturevalue("varied_sqlite"), tmp_path)
         return
     copies: PostgresCopies = request.getfixturevalue("varied_postgres")
-    name = await copies.take()
-    try:
-        yield postgres_url(name)
-    finally:
-        copies.drop(name)
+    async with copies.url() as url:
+        yield url
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import asyncio
 import shutil
 import sqlite3
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -126,6 +126,15 @@ class PostgresCopies:
         made = self._ready.popleft()
         self._fill()
         return await asyncio.wrap_future(made)
+
+    @asynccontextmanager
+    async def url(self) -> AsyncIterator[str]:
+        """The URL of a fresh copy, dropped in the background once the block ends."""
+        name = await self.take()
+        try:
+            yield postgres_url(name)
+        finally:
+            self.drop(name)
 
     def drop(self, name: str) -> None:
         """Drop ``name`` in the background (after the copies already asked for)."""
