@@ -22,7 +22,6 @@ from sqlalchemy import Connection
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.health import findings_store
-from ledger.areas.health.findings_store import StoredRecordRow
 from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
@@ -90,7 +89,7 @@ class HealthFollower:
         assert self._high_water is not None
         after_seq, limit = self._high_water, self._page_size
 
-        def changed(conn: Connection) -> list[StoredRecordRow]:
+        def changed(conn: Connection) -> list[findings_store.StoredRecordRow]:
             snapshot(conn)  # each record's seq and text from one snapshot
             return findings_store.changed_records(conn, after_seq=after_seq, limit=limit)
 
