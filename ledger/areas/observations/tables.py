@@ -83,6 +83,14 @@ Index(
     observation_records.c.generation,
 )
 Index("ix_observation_records_task_id", observation_records.c.task_id)
+# An id glob's key range with each record's seq and generation: the selection reads the
+# index, not the records (revision 0013).
+Index(
+    "ix_observation_records_key_seq",
+    observation_records.c.rollout_id,
+    observation_records.c.last_seq,
+    observation_records.c.generation,
+)
 
 observation_tool_calls = Table(
     "observation_tool_calls",
