@@ -12,7 +12,10 @@ Baselines, in the same run on the same database: a plain read of the events tabl
 pages, decoding each payload's JSON (what any pass over the log costs before verify does its
 work), the lean leg (benchmarks/lean_verify.py: the least code that decodes every event, rebuilds
 the capture rows and each rollout's record with the same Gym functions and compares them with the
-live rows; a subset of verify's work, so an upper bound for it) and the hash chain check. The
+live rows; a subset of verify's work, so an upper bound for it), the floor leg
+(benchmarks/verify_floor.py: a subset of the lean leg's work with no pydantic and no record, only
+the capture projection's plain columns derived by hand; an upper bound for any projection check
+however its Gym rules are written) and the hash chain check. The
 projection rebuild is also run in the writer's order (one ``apply`` per event and projector), the
 reference the page-at-a-time replay is tested against.
 
@@ -32,6 +35,7 @@ from collections.abc import Awaitable, Callable
 
 from benchmarks.cached_databases import cached_database
 from benchmarks.lean_verify import lean_verify
+from benchmarks.verify_floor import floor_verify
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.log import migrate
 from ledger.log.canonical import parse_json
@@ -105,8 +109,14 @@ async def measure(url: str) -> dict[str, Measured]:
         assert differences == 0, differences
         return events
 
+    async def floor() -> int:
+        events, differences = await floor_verify(engine)
+        assert differences == 0, differences
+        return events
+
     try:
         figures["plain paged read (baseline)"] = await _timed(plain_read)
+        figures["floor: no pydantic, no record"] = await _timed(floor)
         figures["lean (the ceiling, see below)"] = await _timed(lean)
         figures["verify: hash chain"] = await _timed(chain)
         figures["verify: projections"] = await _timed(projections(per_event=False))
