@@ -23,6 +23,7 @@ __all__ = [
     "aggregate_model_call_values",
     "build_model_call_record",
     "dump_with_payloads",
+    "record_fields",
     "record_payloads",
 ]
 
@@ -147,6 +148,12 @@ def build_model_call_record(exchange: Mapping[str, Any], call_index: int) -> Mod
     record: not an object, a ``model_ref`` of another type, or exchange values of the wrong type
     (e.g. a non-numeric ``status_code``). Gym's tolerant read counts such lines as damaged.
     """
+    return ModelCallRecord.model_validate(record_fields(exchange, call_index))
+
+
+def record_fields(exchange: Mapping[str, Any], call_index: int) -> dict[str, Any]:
+    """What ``build_model_call_record`` validates: every field of the record, in field order,
+    as the exchange gives it (tool calls, reasoning and token counts already extracted)."""
     if not isinstance(exchange, Mapping):
         raise ValueError(f"a capture exchange must be a JSON object, got {type(exchange).__name__}")
     payloads = record_payloads(exchange)
@@ -158,42 +165,40 @@ def build_model_call_record(exchange: Mapping[str, Any], call_index: int) -> Mod
     model = _string_or_none(body.get("model"))
     if model is None and request is not None:
         model = _string_or_none(request.get("model"))
-    return ModelCallRecord.model_validate(
-        {
-            "model_call_id": exchange.get("model_call_id"),
-            "response_id": _string_or_none(body.get("id")),
-            "client_session_id": _string_or_none(exchange.get("client_session_id")),
-            "call_index": call_index,
-            "model_ref": exchange.get("model_ref"),
-            "model": model,
-            "dialect": exchange.get("dialect"),
-            "status_code": exchange.get("status_code"),
-            "response_status": _string_or_none(body.get("status")),
-            "finish_reason": _finish_reason(body),
-            "started_at": exchange.get("started_at"),
-            "completed_at": exchange.get("completed_at"),
-            "tokens_in": tokens.tokens_in,
-            "tokens_out": tokens.tokens_out,
-            "tokens_reasoning": tokens.tokens_reasoning,
-            "tokens_total": tokens.tokens_total,
-            "request": request,
-            "response": response,
-            "request_raw": payloads["request_raw"],
-            "response_raw": payloads["response_raw"],
-            "tool_calls": tool_calls,
-            "reasoning_content": reasoning,
-            "cache_hit": tokens.cache_hit,
-            "cached_tokens": tokens.cached_tokens,
-            "cache_creation_tokens": tokens.cache_creation_tokens,
-            "error_category": exchange.get("error_category"),
-            "latency_total_ms": exchange.get("latency_ms"),
-            "latency_ttft_ms": exchange.get("latency_ttft_ms"),
-            "upstream_attempted": exchange.get("upstream_attempted"),
-            "response_source": exchange.get("response_source"),
-            "upstream_status_code": exchange.get("upstream_status_code"),
-            "local_response_reason": exchange.get("local_response_reason"),
-        }
-    )
+    return {
+        "model_call_id": exchange.get("model_call_id"),
+        "response_id": _string_or_none(body.get("id")),
+        "client_session_id": _string_or_none(exchange.get("client_session_id")),
+        "call_index": call_index,
+        "model_ref": exchange.get("model_ref"),
+        "model": model,
+        "dialect": exchange.get("dialect"),
+        "status_code": exchange.get("status_code"),
+        "response_status": _string_or_none(body.get("status")),
+        "finish_reason": _finish_reason(body),
+        "started_at": exchange.get("started_at"),
+        "completed_at": exchange.get("completed_at"),
+        "tokens_in": tokens.tokens_in,
+        "tokens_out": tokens.tokens_out,
+        "tokens_reasoning": tokens.tokens_reasoning,
+        "tokens_total": tokens.tokens_total,
+        "request": request,
+        "response": response,
+        "request_raw": payloads["request_raw"],
+        "response_raw": payloads["response_raw"],
+        "tool_calls": tool_calls,
+        "reasoning_content": reasoning,
+        "cache_hit": tokens.cache_hit,
+        "cached_tokens": tokens.cached_tokens,
+        "cache_creation_tokens": tokens.cache_creation_tokens,
+        "error_category": exchange.get("error_category"),
+        "latency_total_ms": exchange.get("latency_ms"),
+        "latency_ttft_ms": exchange.get("latency_ttft_ms"),
+        "upstream_attempted": exchange.get("upstream_attempted"),
+        "response_source": exchange.get("response_source"),
+        "upstream_status_code": exchange.get("upstream_status_code"),
+        "local_response_reason": exchange.get("local_response_reason"),
+    }
 
 
 def aggregate_model_call_records(

@@ -91,6 +91,19 @@ def canonical_json(value: Any) -> str:
     return _stdlib(value, sort_keys=True, allow_nan=False)
 
 
+def is_plain_json(value: Any) -> bool:
+    """True when every leaf of ``value`` is plain JSON that orjson and the standard library
+    spell alike (str, bool, None, 64-bit ints, floats in [1e-4, 1e16) or 0.0; dicts with str
+    keys; lists). Such a value is also one a pydantic JSON-mode dump leaves as it is."""
+    return _orjson_writes_it_the_same(value)
+
+
+def plain_compact_json(value: Any) -> str | None:
+    """``compact_json(value)`` when ``is_plain_json(value)``, else None."""
+    fast = _fast(value, 0)
+    return None if fast is None else fast.decode()
+
+
 def compact_json(value: Any, *, allow_nan: bool = False) -> str:
     """Compact JSON that keeps key order (Gym's order is part of what readers see); not
     canonical, so never hashed. ``allow_nan`` as in ``json.dumps``."""

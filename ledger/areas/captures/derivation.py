@@ -23,7 +23,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record, dump_with_payloads
+from ledger.gym import plain_dumps
+from ledger.gym.model_calls import (
+    PAYLOAD_FIELDS,
+    ModelCallRecord,
+    dump_with_payloads,
+    record_fields,
+)
 from ledger.gym.trajectory import trajectory_model_call
 from ledger.gym.trajectory_record import TrajectoryModelCall
 from ledger.log.canonical import compact_json
@@ -71,37 +77,64 @@ def trajectory_entry(call: Mapping[str, Any]) -> str | None:
 
 
 def derive_call(exchange: Any) -> DerivedCall:
+    """The capture's derivation; by hand where pydantic would change nothing
+    (``ledger.gym.plain_dumps``), else through the models."""
     try:
-        built = build_model_call_record(exchange, 0)
+        fields = record_fields(exchange, 0)
     except ValueError:
-        return DerivedCall({"damaged": True}, None, None, None)
+        return _DAMAGED
+    record = plain_dumps.record_dump(fields)
+    if record is None:
+        return _validated(fields, exchange)
+    call = dump_with_payloads(record, exchange)
+    entry = plain_dumps.trajectory_entry_text(call)
+    if isinstance(entry, plain_dumps.Ask):
+        entry = trajectory_entry(call)
+    return DerivedCall(_columns(record, len(fields["tool_calls"])), record, call, entry)
+
+
+_DAMAGED = DerivedCall({"damaged": True}, None, None, None)
+
+
+def _validated(fields: dict[str, Any], exchange: Any) -> DerivedCall:
+    try:
+        built = ModelCallRecord.model_validate(fields)
+    except ValueError:
+        return _DAMAGED
     record = built.model_dump(mode="json", exclude=_PAYLOADS)
     call = dump_with_payloads(record, exchange)
-    columns = {
+    return DerivedCall(
+        _columns(record, len(built.tool_calls)), record, call, trajectory_entry(call)
+    )
+
+
+def _columns(record: Mapping[str, Any], tool_calls: int) -> dict[str, Any]:
+    """The capture projection's normalised columns, from the record's dump."""
+    model_ref = record["model_ref"]
+    return {
         "damaged": False,
-        "response_id": built.response_id,
-        "client_session_id": built.client_session_id,
-        "model_ref_name": built.model_ref.name if built.model_ref is not None else None,
-        "model": built.model,
-        "dialect": built.dialect,
-        "status_code": built.status_code,
-        "response_status": built.response_status,
-        "finish_reason": built.finish_reason,
-        "error_category": built.error_category,
-        "started_at": built.started_at,
-        "completed_at": built.completed_at,
-        "latency_total_ms": built.latency_total_ms,
-        "latency_ttft_ms": built.latency_ttft_ms,
-        "tokens_in": built.tokens_in,
-        "tokens_out": built.tokens_out,
-        "tokens_reasoning": built.tokens_reasoning,
-        "tokens_total": built.tokens_total,
-        "cached_tokens": built.cached_tokens,
-        "cache_hit": built.cache_hit,
-        "cache_creation_tokens": built.cache_creation_tokens,
-        "num_tool_calls": len(built.tool_calls),
+        "response_id": record["response_id"],
+        "client_session_id": record["client_session_id"],
+        "model_ref_name": model_ref["name"] if model_ref is not None else None,
+        "model": record["model"],
+        "dialect": record["dialect"],
+        "status_code": record["status_code"],
+        "response_status": record["response_status"],
+        "finish_reason": record["finish_reason"],
+        "error_category": record["error_category"],
+        "started_at": record["started_at"],
+        "completed_at": record["completed_at"],
+        "latency_total_ms": record["latency_total_ms"],
+        "latency_ttft_ms": record["latency_ttft_ms"],
+        "tokens_in": record["tokens_in"],
+        "tokens_out": record["tokens_out"],
+        "tokens_reasoning": record["tokens_reasoning"],
+        "tokens_total": record["tokens_total"],
+        "cached_tokens": record["cached_tokens"],
+        "cache_hit": record["cache_hit"],
+        "cache_creation_tokens": record["cache_creation_tokens"],
+        "num_tool_calls": tool_calls,
     }
-    return DerivedCall(columns, record, call, trajectory_entry(call))
 
 
 def derived_of(derived: object, exchange: Any) -> DerivedCall:
