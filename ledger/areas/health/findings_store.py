@@ -3,7 +3,6 @@ freshness rule), the records the follower has not checked yet, and writing its r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.queries import read_record_text_sync
 from ledger.areas.observations.tables import observation_records
 from ledger.gym.health.compact import CompactDigest, compact_digest
+from ledger.log.canonical import parse_json
 
 # Ids per ``IN (...)`` list: well inside every backend's parameter limit.
 IN_CHUNK = 500
@@ -78,7 +78,7 @@ def computed_rows(records: Sequence[StoredRecordRow]) -> list[dict[str, Any]]:
         {
             "rollout_id": record.rollout_id,
             "last_seq": record.last_seq,
-            **compact_digest(json.loads(record.text)).values(),
+            **compact_digest(parse_json(record.text)).values(),
         }
         for record in records
     ]

@@ -3,7 +3,8 @@ writer's critical section.
 
 It tails ``observation_records`` by ``last_seq`` (every change to a record raises it), checks
 each changed record on a worker thread, and writes a page of rows as one writer command. A
-record that changes several times between two polls is checked once. The appends never wait
+record that changes several times between two polls is checked once; unless a page was full,
+the follower waits a poll between steps even while records keep changing. The appends never wait
 for it: a reader that finds a row missing or older than the record checks the record itself
 (service.py), so the follower only decides how fast answers are, never what they say.
 
@@ -82,8 +83,8 @@ class HealthFollower:
         await self.report()
         return self.checked - before
 
-    async def step(self) -> bool:
-        """One page: False when nothing had changed."""
+    async def step(self) -> int:
+        """One page: the records checked, 0 when nothing had changed."""
         if self._high_water is None:
             await self._resume()
         assert self._high_water is not None
@@ -95,7 +96,7 @@ class HealthFollower:
 
         records = await self._store.read_sync(changed)
         if not records:
-            return False
+            return 0
         rows = await asyncio.to_thread(findings_store.computed_rows, records)
 
         def command(tx: WriteTransaction) -> int:
@@ -105,7 +106,7 @@ class HealthFollower:
         self._high_water = records[-1].last_seq
         self.checked += len(records)
         self._unreported = True
-        return True
+        return len(records)
 
     async def report(self) -> None:
         """The verdict gauges, from the table (a GROUP BY, at most every ``report_seconds``
@@ -136,10 +137,15 @@ class HealthFollower:
     async def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                applied = await self.step()
-                if not applied or time.monotonic() - self._reported_at >= self._report_seconds:
+                checked = await self.step()
+                if not checked or time.monotonic() - self._reported_at >= self._report_seconds:
                     await self.report()
-                if not applied:
+                if checked < self._page_size:
+                    # Caught up: the next step waits for the next poll even when this one found
+                    # changes. A record is read whole (every call's pieces) and checked whole, so
+                    # a rollout that gains a call at every capture is checked once a poll, not
+                    # once a capture: its cost per capture grew with its length. A full page
+                    # means the follower is behind, and it goes on at once.
                     await self._pause(self._poll_seconds)
             except asyncio.CancelledError:
                 raise

@@ -29,6 +29,7 @@ from ledger.gym.health.compact import (
 from ledger.gym.health.summary import summary_bytes
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.perf_summary import perf_summary
+from ledger.log.canonical import parse_json
 from ledger.log.errors import BadRequest, NotFound
 
 T = TypeVar("T")
@@ -147,7 +148,7 @@ def _rollout_health(conn: Connection, rollout_id: str, ignore: tuple[str, ...]) 
     digest = None if found is None else found[1]
     if found is not None and digest is None:
         text = findings_store.records_by_id(conn, [rollout_id]).get(rollout_id)
-        digest = None if text is None else compact_digest(json.loads(text))
+        digest = None if text is None else compact_digest(parse_json(text))
     if found is None or digest is None:
         raise NotFound(f"rollout {rollout_id!r} has no record to check")
     return _one_rollout(rollout_id, found[0], digest, ignore)
@@ -176,7 +177,7 @@ def _report(conn: Connection, selection: Selection, ignore: tuple[str, ...]) -> 
     # The freshness rule: rows the follower has not (re)computed are checked here.
     stale = [row.rollout_id for row in kept if row.digest is None]
     texts = findings_store.records_by_id(conn, stale)
-    computed = {rollout_id: compact_digest(json.loads(texts[rollout_id])) for rollout_id in stale}
+    computed = {rollout_id: compact_digest(parse_json(texts[rollout_id])) for rollout_id in stale}
     digests = [row.digest if row.digest is not None else computed[row.rollout_id] for row in kept]
     summary, lines = summarise(digests, ignore)
     return SelectionReport(

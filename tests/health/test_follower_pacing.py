@@ -1,0 +1,50 @@
+"""The health follower's pace: caught up, it waits a poll between steps even when the last step
+found changes (a record is read and checked whole, so a rollout gaining a call at every capture
+is checked once a poll, not once a capture); a full page means it is behind and goes on at once.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from ledger.areas.health.follower import HealthFollower
+from ledger.log.store import LedgerStore
+
+POLL = 0.5
+
+
+class ScriptedFollower(HealthFollower):
+    """Steps that check the given numbers of records; pauses and steps are logged, not run."""
+
+    def __init__(self, pages: list[int]) -> None:
+        super().__init__(cast(LedgerStore, object()), page_size=3, poll_seconds=POLL)
+        self.pages = pages
+        self.log: list[tuple[str, float]] = []
+
+    async def step(self) -> int:
+        checked = self.pages.pop(0)
+        if not self.pages:
+            self._stopping.set()
+        self.log.append(("step", checked))
+        return checked
+
+    async def report(self) -> None:
+        pass
+
+    async def _pause(self, seconds: float) -> None:
+        self.log.append(("pause", seconds))
+
+
+async def test_it_waits_a_poll_after_every_step_short_of_a_full_page() -> None:
+    follower = ScriptedFollower([3, 3, 1, 2, 0])
+    await follower._run()
+    assert follower.log == [
+        ("step", 3),
+        ("step", 3),
+        ("step", 1),
+        ("pause", POLL),
+        ("step", 2),
+        ("pause", POLL),
+        ("step", 0),
+        ("pause", POLL),
+    ]
