@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from itertools import pairwise
 from typing import Any
 
 import httpx
+import pytest
 
+from ledger.areas.captures import service
+from ledger.areas.captures.service import CaptureService, PreparedExchange
+from ledger.log.store import LedgerStore
 from tests.support.exchanges import chat_exchange, messages_exchange
 
 
@@ -80,3 +86,50 @@ async def test_batch_after_clear_starts_positions_again(client: httpx.AsyncClien
     ]
     reply = await client.post("/v1/model-calls/batch", json={"items": items})
     assert _decisions(reply.json()["results"]) == [(201, 0), (201, 1)]
+
+
+async def test_a_yielding_batch_gives_the_loop_a_turn_after_each_item(
+    store: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture proxy appends its batches in the background with ``yielding=True``: each
+    item's validation and derivation is followed by a turn of the event loop, so a call being
+    forwarded meanwhile waits for one item's work, not the whole batch's."""
+    captures = CaptureService(store)
+    ticks = 0
+
+    async def other_request() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen: list[int] = []  # the other coroutine's turns so far, as each item is prepared
+    prepare = service.prepare_batch_item
+
+    def counted(item: object, where: str) -> PreparedExchange:
+        seen.append(ticks)
+        return prepare(item, where)
+
+    monkeypatch.setattr(service, "prepare_batch_item", counted)
+    ticker = asyncio.create_task(other_request())
+    await asyncio.sleep(0)
+    try:
+        for yielding in (False, True):
+            seen.clear()
+            items = [
+                {
+                    "rollout_id": "r-turns",
+                    "exchange": chat_exchange(model_call_id=f"{yielding}-{n}"),
+                }
+                for n in range(10)
+            ]
+            results = await captures.append_many(items, yielding=yielding)
+            assert [r.status for r in results] == [201] * len(items)
+            turns_between = [later - earlier for earlier, later in pairwise(seen)]
+            assert len(turns_between) == len(items) - 1
+            if yielding:
+                assert all(turns >= 1 for turns in turns_between), turns_between
+            else:
+                assert all(turns == 0 for turns in turns_between), turns_between
+    finally:
+        ticker.cancel()

@@ -7,6 +7,7 @@ is linearizable across writer batches, processes and PostgreSQL replicas.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -316,10 +317,13 @@ class CaptureService:
         refused: Mapping[int, str] | None = None,
         *,
         run: str | None = None,
+        yielding: bool = False,
     ) -> list[BatchItemResult]:
         """One result per item, in order; a bad item fails only itself. ``refused`` holds the
         items the body parser already found wrong (422 with that detail). ``run`` labels every
-        item's rollout (an item of a rollout labelled otherwise is a 409)."""
+        item's rollout (an item of a rollout labelled otherwise is a 409). ``yielding``: give
+        the event loop a turn after each item's validation and derivation (a background
+        caller's batch then delays other requests by one item's work, not the batch's)."""
         run = None if run is None else check_run_label(run)
         if len(items) > MAX_BATCH_ITEMS:
             raise InvalidPayload(
@@ -337,6 +341,9 @@ class CaptureService:
             except LedgerError as exc:
                 results[position] = BatchItemResult(exc.status_code, detail=exc.message)
                 continue
+            finally:
+                if yielding:
+                    await asyncio.sleep(0)
             positions.append(position)
         if prepared:
             outcomes = await self._store.execute(

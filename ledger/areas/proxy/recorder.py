@@ -76,10 +76,13 @@ class CaptureRecorder:
                 continue
             batch.append(queued)
             items.append({"rollout_id": queued.rollout_id, "exchange": exchange})
+            # The forwarder shares this event loop: a batch's derivations, run back to back,
+            # would hold every call being forwarded meanwhile for the whole batch.
+            await asyncio.sleep(0)
         if not items:
             return
         try:
-            results = await self._captures.append_many(items)
+            results = await self._captures.append_many(items, yielding=True)
         except Exception as exc:
             for queued in batch:
                 self._failed(
