@@ -2,14 +2,14 @@
 
 Deriving a capture (``areas/captures/derivation.py``) validates its fields into a
 ``ModelCallRecord`` and its trajectory entry into a ``TrajectoryModelCall``, only to dump both
-again: most of a capture's cost on ingest, in ``ledger verify`` and in the proxy. When every
-value already has its field's exact type (a str where the field is a str, a finite float where
-it is a float, a bool where it is a bool, and so on), validation changes nothing, and the dump is
-the fields in order. These functions make that dump directly, and answer ``None`` ("ask
-pydantic") for anything else: a value validation would coerce (``"200"`` or ``200.0`` as a
-status code, ``True`` as a time), refuse, or dump otherwise (non-finite floats, a key that is no
-str). So every answer is pydantic's or none; tests/gym/test_plain_dumps.py compares both on
-generated exchanges.
+again: about a quarter of the derivation's time, paid on ingest, in ``ledger verify`` and in the
+proxy. When every value already has its field's exact type (a str where the field is a str, a
+finite float where it is a float, a bool where it is a bool, and so on), validation changes
+nothing, and the dump is the fields in order. These functions make that dump directly, and answer
+``None`` ("ask pydantic") for anything else: a value validation would coerce (``"200"`` or
+``200.0`` as a status code, ``True`` as a time), refuse, or dump otherwise (non-finite floats, a
+key that is no str). So every answer is pydantic's or none; tests/gym/test_plain_dumps.py compares
+both on generated exchanges.
 """
 
 from __future__ import annotations
