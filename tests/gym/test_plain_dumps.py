@@ -57,7 +57,7 @@ FIELD_VALUES: dict[str, list[Any]] = {
     "error_category": [None, "rate_limit", 5],
     "upstream_attempted": [True, False, None, 1, "yes"],
     "response_source": ["upstream", "local", "other", None],
-    "upstream_status_code": [502, "502", None, False],
+    "upstream_status_code": [502, None, "502", False],
     "local_response_reason": ["cached", None, 1],
     "request": [{"model": "m-req", "input": "hi"}, {"input": [1.5, None]}, None, "text", []],
     "request_raw": ["raw", None, 5],
