@@ -6,7 +6,8 @@ statements per event, so that overhead decided the append rate. A ``DriverStatem
 statement compiled once per dialect and parameter set, then executed on the DBAPI cursor with
 the same bind processors SQLAlchemy would apply, so the stored values are identical to the
 Core path. A ``DriverQuery`` does the same for the small keyed SELECTs of the hot path, with the
-columns' result processors; every other read stays on Core.
+columns' result processors, and for a few big reads (the health summary's rows); every other
+read stays on Core.
 
 Statements run this way bypass SQLAlchemy's cursor events (and its echo logging).
 """
@@ -144,7 +145,8 @@ class DriverQuery:
     """A SELECT run on the driver's cursor: rows come back as named tuples whose fields are
     the selected columns' names, values processed by their types' result processors.
 
-    For small keyed reads that run for every event; expanding (``IN``) parameters are not
+    For small keyed reads that run for every event, and big reads whose Python pass is cheaper
+    than Core's per-row machinery (``tuples``); expanding (``IN``) parameters are not
     supported.
     """
 
@@ -159,15 +161,37 @@ class DriverQuery:
         results = tuple(
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
         )
-        row = namedtuple("row", [column.key for column in columns])  # type: ignore[misc]
+        # Unnamed columns (expressions) get positional field names.
+        row = namedtuple("row", [str(column.key) for column in columns], rename=True)  # type: ignore[misc]
         return _CompiledQuery(compiled.string, compiled.positional, binds, results, row)
 
-    def all(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
+    def _fetch(
+        self, conn: Connection, params: Mapping[str, Any]
+    ) -> tuple[_CompiledQuery, list[Any]]:
         dialect = conn.dialect
         compiled = self._compiled.get(dialect.name)
         if compiled is None:
             compiled = self._compiled[dialect.name] = self._compile(dialect)
         _, raw = _run(conn, compiled.sql, compiled.positional, compiled.binds, params, fetch=True)
+        return compiled, raw
+
+    def tuples(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
+        """The rows as the driver's plain tuples (no named tuple made per row), values
+        processed as in ``all``: for reads of many rows."""
+        compiled, raw = self._fetch(conn, params)
+        results = compiled.results
+        if not any(results):
+            return raw
+        return [
+            tuple(
+                value if process is None or value is None else process(value)
+                for process, value in zip(results, values, strict=True)
+            )
+            for values in raw
+        ]
+
+    def all(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
+        compiled, raw = self._fetch(conn, params)
         make, results = compiled.row, compiled.results
         if not any(results):
             return [make(*values) for values in raw]

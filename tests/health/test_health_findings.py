@@ -10,6 +10,7 @@ import json
 import random
 import re
 from collections import Counter
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -127,12 +128,22 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
     """The quick path answers (not None) and equals ``summarise`` over the same rows: all
-    attempts, the latest ones, a glob; it declines a rollout check ignored or a stale row."""
+    attempts, the latest ones, globs, time windows; it declines a rollout check ignored or a
+    stale row. Selections of one shape run one compiled statement with their own values."""
     ledger, follower = await _paused(app)
     planned = generate_run(RUN, seed=8)
     await write_run(client, planned)
     await follower.catch_up()
-    selections = [Selection(attempts="all"), Selection(), Selection(ids="1*", attempts="all")]
+    long_ago, far_ahead = datetime(2000, 1, 1, tzinfo=UTC), datetime(2999, 1, 1, tzinfo=UTC)
+    selections = [
+        Selection(attempts="all"),
+        Selection(),
+        Selection(ids="1*", attempts="all"),
+        Selection(ids="2*", attempts="all"),  # the shape of the one before, other values
+        Selection(ids="*-1", attempts="all"),  # no literal prefix: a shape of its own
+        Selection(since=long_ago, attempts="all"),
+        Selection(since=long_ago, until=far_ahead, ids="1*", attempts="all"),
+    ]
 
     def check(conn: Connection) -> None:
         queries.snapshot(conn)

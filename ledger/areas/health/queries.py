@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, select
+from sqlalchemy import BindParameter, ColumnElement, Connection, Select, and_, bindparam, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -30,6 +30,32 @@ PERF_COLUMNS = (
 )
 
 
+def selection_params(selection: Selection, dialect_name: str) -> dict[str, Any]:
+    """The values ``restricted`` binds, by parameter name. Which names are present is the
+    statement's shape (``restricted`` adds a condition per name), so a statement compiled
+    once per shape runs any selection of that shape with these values (summary_query.py)."""
+    params: dict[str, Any] = {}
+    if selection.ids is not None:
+        if dialect_name == "sqlite":
+            params["b_ids"] = selection.ids
+            prefix = literal_prefix(selection.ids)
+            if prefix:
+                # Rollout ids are ASCII: prefix + DEL bounds them (see ``restricted``).
+                params["b_ids_from"] = prefix
+                params["b_ids_before"] = prefix + "\x7f"
+        else:
+            params["b_ids"] = glob_to_like(selection.ids)
+    if selection.since is not None:
+        params["b_since"] = selection.since
+    if selection.until is not None:
+        params["b_until"] = selection.until
+    if selection.task_id is not None:
+        params["b_task_id"] = selection.task_id
+    if selection.run is not None:
+        params["b_run"] = selection.run
+    return params
+
+
 def restricted(
     query: Select[Any],
     selection: Selection,
@@ -37,47 +63,54 @@ def restricted(
     *,
     with_findings: bool = False,
 ) -> Select[Any]:
-    source: Any = observation_records
-    if selection.since is not None or selection.until is not None:
+    params = selection_params(selection, conn.dialect.name)
+
+    def bound(name: str, column: ColumnElement[Any]) -> BindParameter[Any]:
+        # Named, of the column's type: the driver path binds by these names (summary_query).
+        return bindparam(name, params[name], type_=column.type)
+
+    records = observation_records
+    source: Any = records
+    if "b_since" in params or "b_until" in params:
         # Only the time window reads rollouts (every record has its rollout's row: the join
         # filters nothing else, and costs a lookup per record).
-        source = source.join(rollouts, rollouts.c.rollout_id == observation_records.c.rollout_id)
-    if selection.run is not None:
+        source = source.join(rollouts, rollouts.c.rollout_id == records.c.rollout_id)
+    if "b_run" in params:
         # The label of the record's own generation (a delete ends both).
         source = source.join(
             run_labels,
             and_(
-                run_labels.c.rollout_id == observation_records.c.rollout_id,
-                run_labels.c.generation == observation_records.c.generation,
-                run_labels.c.run_label == selection.run,
+                run_labels.c.rollout_id == records.c.rollout_id,
+                run_labels.c.generation == records.c.generation,
+                run_labels.c.run_label == bound("b_run", run_labels.c.run_label),
             ),
         )
     if with_findings:
         source = source.outerjoin(
-            health_findings, health_findings.c.rollout_id == observation_records.c.rollout_id
+            health_findings, health_findings.c.rollout_id == records.c.rollout_id
         )
     query = query.select_from(source)
-    if selection.ids is not None:
-        column = observation_records.c.rollout_id
+    if "b_ids" in params:
+        column = records.c.rollout_id
         if conn.dialect.name == "sqlite":
             # GLOB, not LIKE: SQLite's LIKE ignores case, its GLOB does not (the glob's
             # characters hold no '[' for GLOB to read as a class), so SQL selects exactly what
             # ``Selection.matches`` does and the summary's aggregates can run in SQL.
-            query = query.where(column.op("GLOB")(selection.ids))
+            query = query.where(column.op("GLOB")(bound("b_ids", column)))
         else:
-            query = query.where(column.like(glob_to_like(selection.ids), escape="\\"))
-        prefix = literal_prefix(selection.ids)
-        if prefix and conn.dialect.name == "sqlite":
+            query = query.where(column.like(bound("b_ids", column), escape="\\"))
+        if "b_ids_from" in params:
             # The prefix's key range seeks the primary key (binary collation) whether or not
-            # the planner turns the GLOB into one itself. Rollout ids are ASCII: prefix + DEL
-            # bounds them. Not on PostgreSQL, whose collation need not order ids byte by byte.
-            query = query.where(column >= prefix).where(column < prefix + "\x7f")
-    if selection.since is not None:
-        query = query.where(rollouts.c.updated_at >= selection.since)
-    if selection.until is not None:
-        query = query.where(rollouts.c.updated_at < selection.until)
-    if selection.task_id is not None:
-        query = query.where(observation_records.c.task_id == selection.task_id)
+            # the planner turns the GLOB into one itself. Not on PostgreSQL, whose collation
+            # need not order ids byte by byte.
+            query = query.where(column >= bound("b_ids_from", column))
+            query = query.where(column < bound("b_ids_before", column))
+    if "b_since" in params:
+        query = query.where(rollouts.c.updated_at >= bound("b_since", rollouts.c.updated_at))
+    if "b_until" in params:
+        query = query.where(rollouts.c.updated_at < bound("b_until", rollouts.c.updated_at))
+    if "b_task_id" in params:
+        query = query.where(records.c.task_id == bound("b_task_id", records.c.task_id))
     return query
 
 
