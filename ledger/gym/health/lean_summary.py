@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
+from itertools import compress
+from operator import add, not_
 from typing import Any, NamedTuple, cast
 
 from ledger.gym.health import catalogue as c
@@ -53,6 +55,13 @@ def _with_duplicate(findings: str, count: int) -> str:
     return f"[{body},{finding}]" if body else f"[{finding}]"
 
 
+def _non_negative_ints(*columns: list[Any]) -> bool:
+    """Every value an ``int`` (not a ``bool``) and none negative: whole-column passes in C."""
+    return all(
+        not column or (set(map(type, column)) == {int} and min(column) >= 0) for column in columns
+    )
+
+
 class Identities(NamedTuple):
     """Per row, hashable keys of its (task, rollout) pair and of its (stage, task, rollout)
     identity, and its key in Gym's verdict order (task, rollout, stage; ties in export
@@ -66,13 +75,9 @@ class Identities(NamedTuple):
 
     @classmethod
     def of(cls, tasks: list[Any], rollouts: list[Any], stages: list[Any]) -> Identities:
-        if (
-            all(stage is None for stage in stages)
-            and all(type(value) is int and value >= 0 for value in tasks)
-            and all(type(value) is int and value >= 0 for value in rollouts)
-        ):
+        if stages.count(None) == len(stages) and _non_negative_ints(tasks, rollouts):
             width = max(rollouts, default=0) + 1
-            keys = [task * width + rollout for task, rollout in zip(tasks, rollouts, strict=True)]
+            keys = list(map(add, map(width.__mul__, tasks), rollouts))
             return cls(keys, keys, keys)
         return cls(
             list(zip(tasks, rollouts, strict=True)),
@@ -107,25 +112,25 @@ def _tallies(
             tally[0] += n
             tally[_COLUMN[verdict]] += n
     else:
+        # The rows of a pair with copies, picked in C; only they are visited in Python.
+        copied = list(map((1).__lt__, map(per_pair.__getitem__, pairs)))
+        alone = compress(zip(tasks, verdicts, strict=True), map(not_, copied))
+        for (task, verdict), n in Counter(alone).items():
+            tally = tallies[task]
+            tally[0] += n
+            tally[_COLUMN[verdict]] += n
         copies: dict[Any, tuple[Any, set[str]]] = {}
-        for task, pair, verdict in zip(tasks, pairs, verdicts, strict=True):
-            if per_pair[pair] > 1:
-                copies.setdefault(pair, (task, set()))[1].add(verdict)
-            else:
-                tally = tallies[task]
-                tally[0] += 1
-                tally[_COLUMN[verdict]] += 1
+        for task, pair, verdict in compress(zip(tasks, pairs, verdicts, strict=True), copied):
+            copies.setdefault(pair, (task, set()))[1].add(verdict)
         for task, seen in copies.values():
             tally = tallies[task]
             tally[0] += 1
             tally[_COLUMN[seen.pop() if len(seen) == 1 else "unobserved"]] += 1
     # All policy calls observed: every row of the task (copies included); any success: one.
-    for task, observed in zip(tasks, rows.policy_calls_observed, strict=True):
-        if not observed:
-            tallies[task][4] = 0
-    for task, successful in zip(tasks, rows.successful, strict=True):
-        if successful:
-            tallies[task][5] = 1
+    for task in compress(tasks, map(not_, rows.policy_calls_observed)):
+        tallies[task][4] = 0
+    for task in compress(tasks, rows.successful):
+        tallies[task][5] = 1
     return tallies
 
 
@@ -199,12 +204,11 @@ def summarise_lean(
     keys = Identities.of(tasks, rollouts, stages)
     per_pair, copies = keys.counts()
     if len(copies) < len(tasks):
-        for position, identity in enumerate(keys.identities):
-            count = copies[identity]
-            if count > 1:
-                findings[position] = _with_duplicate(findings[position], count)
-                verdicts[position] = "unhealthy"
-                issues[_DUPLICATE] += 1
+        counts = list(map(copies.__getitem__, keys.identities))
+        for position in compress(range(len(counts)), map((1).__lt__, counts)):
+            findings[position] = _with_duplicate(findings[position], counts[position])
+            verdicts[position] = "unhealthy"
+            issues[_DUPLICATE] += 1
     sums.verdicts = Counter(verdicts)
     sums.issues = issues
     summary = document(sums, ignored, _tallies(tasks, verdicts, rows, keys.pairs, per_pair))
