@@ -9,7 +9,10 @@ together from ``health_findings``); the follower's catch-up is timed too.
 The run is generated (tests/support/health_run.py: every check the records can express) and
 appended through the store's own path in big commands. Gym runs in its environment
 (``.gym-venv``, built by scripts/gym-env) with its default worker count; the two answers are
-also compared byte for byte.
+also compared byte for byte. The two are measured in three rounds, Gym right after the ledger
+in each, and the headline ratio is the median of the rounds' ratios: this machine's speed
+drifts by tens of percent between minutes (both sides' figures moved by a third between two
+runs ten minutes apart), and a ratio of figures taken in different minutes carries that drift.
 
 The seeded database is built once per size and schema head and kept under ``bench-data/``
 (cached_databases.py); each run works on a copy, so the on-read leg always starts with no
@@ -40,7 +43,9 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -170,23 +175,55 @@ async def catch_up(url: str) -> tuple[float, int]:
         await store.close()
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round: the ledger's median answers, then Gym's runs over the same rollouts."""
+
+    ours_all: float
+    gym_all: float
+    ours_glob: float
+    gym_glob: float
+
+
 async def measure(
-    url: str, scratch: Path, glob: str, reads: int, probe: list[str]
-) -> dict[str, Any]:
+    url: str,
+    scratch: Path,
+    glob: str,
+    reads: int,
+    probe: list[str],
+    gym: Callable[[str, int], float],
+) -> tuple[list[Round], dict[str, Any]]:
+    """ROUNDS rounds of [the ledger's answers for all and for the glob, each with Gym's run
+    right after it]: this machine's speed drifts by tens of percent within minutes, so each
+    ratio compares figures taken within the same minute. ``gym(which, round)`` runs Gym."""
     store = LedgerStore(url, default_catalogue(), [])
     service = HealthService(store.read_sync)
+    rounds = []
+    firsts: dict[str, Any] = {}
     try:
-        # The first summary after the catch-up reads the follower's fresh pages (SQLite's WAL
-        # not yet checkpointed), and the first of each statement shape compiles it; the
-        # headline is the median of RUNS, the first is printed beside it.
-        all_runs, every = await _timed_reports(service, Selection(attempts="all"))
-        # Written and dropped before the next answers are timed: a server keeps no answer,
-        # and 100,000 lines held alive only move the collector's work into the next timing.
-        _write_files(scratch / "ledger-all", every)
-        all_fresh = every.computed_on_read == 0
-        del every
-        glob_runs, chosen = await _timed_reports(service, Selection(ids=glob, attempts="all"))
-        _write_files(scratch / "ledger-glob", chosen)
+        for number in range(ROUNDS):
+            # The first summary after the catch-up reads the follower's fresh pages (SQLite's
+            # WAL not yet checkpointed), and the first of each statement shape compiles it;
+            # each round's figure is the median of RUNS, the very first is printed beside it.
+            all_runs, every = await _timed_reports(service, Selection(attempts="all"))
+            assert every.computed_on_read == 0
+            if number == 0:
+                firsts["all_first"] = all_runs[0]
+                _write_files(scratch / "ledger-all", every)
+            # Dropped before the next answers are timed: a server keeps no answer, and 100,000
+            # lines held alive only move the collector's work into the next timing.
+            del every
+            gym_all = await asyncio.to_thread(gym, "all", number)
+            glob_runs, chosen = await _timed_reports(service, Selection(ids=glob, attempts="all"))
+            assert chosen.computed_on_read == 0
+            if number == 0:
+                firsts["glob_first"] = glob_runs[0]
+                firsts["glob_records"] = chosen.counts.matched
+                _write_files(scratch / "ledger-glob", chosen)
+            gym_glob = await asyncio.to_thread(gym, "glob", number)
+            rounds.append(
+                Round(statistics.median(all_runs), gym_all, statistics.median(glob_runs), gym_glob)
+            )
         samples = []
         for rollout_id in (probe * (reads // max(1, len(probe)) + 1))[:reads]:
             started = time.perf_counter()
@@ -194,18 +231,12 @@ async def measure(
             samples.append((time.perf_counter() - started) * 1000)
     finally:
         await store.close()
-    assert all_fresh and chosen.computed_on_read == 0
-    return {
-        "all": statistics.median(all_runs),
-        "all_first": all_runs[0],
-        "glob": statistics.median(glob_runs),
-        "glob_first": glob_runs[0],
-        "glob_records": chosen.counts.matched,
-        "one_p50": statistics.median(samples),
-        "one_p99": sorted(samples)[int(0.99 * (len(samples) - 1))],
-    }
+    firsts["one_p50"] = statistics.median(samples)
+    firsts["one_p99"] = sorted(samples)[int(0.99 * (len(samples) - 1))]
+    return rounds, firsts
 
 
+ROUNDS = 3
 RUNS = 5
 
 
@@ -333,20 +364,30 @@ def main(argv: list[str]) -> None:
         probe = [p.rollout_id for p in planned[:: max(1, len(planned) // 200)]]
         on_read = asyncio.run(on_read_seconds(url))
         follower_seconds, checked = asyncio.run(catch_up(url))
-        ours = asyncio.run(measure(url, scratch, glob, reads, probe))
+        sources = {"all": scratch / "rollouts.jsonl", "glob": scratch / "chosen.jsonl"}
+
+        def gym(which: str, number: int) -> float:
+            return gym_seconds(sources[which], scratch / f"gym-{which}-{number}")
+
+        rounds, ours = asyncio.run(measure(url, scratch, glob, reads, probe, gym))
         ours.update(_ceiling(scratch / "ledger.db", asyncio.run(quick_statements(url, glob))))
-        gym_all = gym_seconds(scratch / "rollouts.jsonl", scratch / "gym-all")
-        # Gym's small run is timed three times (each its own process, as the first): its
-        # figure is a few hundred milliseconds, where one run's noise is a fair part.
-        gym_glob = statistics.median(
-            gym_seconds(scratch / "chosen.jsonl", scratch / f"gym-glob-{i}") for i in range(3)
-        )
         records = len(planned)
+        for number, one in enumerate(rounds, 1):
+            print(
+                f"round {number}: all {records:,}: ledger {one.ours_all:.2f} s (median of {RUNS}), "
+                f"Gym {one.gym_all:.2f} s: {one.gym_all / one.ours_all:.1f}x; selection: ledger "
+                f"{one.ours_glob * 1000:.1f} ms (median of {RUNS}), Gym "
+                f"{one.gym_glob * 1000:.0f} ms: {one.gym_glob / one.ours_glob:.1f}x"
+            )
+        all_ratio = statistics.median(one.gym_all / one.ours_all for one in rounds)
+        glob_ratio = statistics.median(one.gym_glob / one.ours_glob for one in rounds)
+        gym_all = statistics.median(one.gym_all for one in rounds)
+        gym_glob = statistics.median(one.gym_glob for one in rounds)
         print(
-            f"quality summary, all {records:,} rollouts: ledger {ours['all']:.2f} s (median of "
-            f"{RUNS}), Gym run_health_checks over the export {gym_all:.2f} s "
-            f"({gym_all / ours['all']:.1f}x; target >= 20x); same files: "
-            f"{same_files(scratch / 'ledger-all', scratch / 'gym-all')}"
+            f"quality summary, all {records:,} rollouts: {all_ratio:.1f}x Gym's run_health_checks "
+            f"over the export (median of {ROUNDS} rounds' ratios; target >= 20x); ledger "
+            f"{statistics.median(one.ours_all for one in rounds):.2f} s, Gym {gym_all:.2f} s "
+            f"(medians); same files: {same_files(scratch / 'ledger-all', scratch / 'gym-all-0')}"
         )
         print(f"  the first: {ours['all_first']:.2f} s ({gym_all / ours['all_first']:.1f}x)")
         print(
@@ -355,9 +396,10 @@ def main(argv: list[str]) -> None:
             f"{follower_seconds:.2f} s ({checked / follower_seconds:,.0f} records/s)"
         )
         print(
-            f"quality summary, selection {glob!r} ({ours['glob_records']:,} rollouts): ledger "
-            f"{ours['glob'] * 1000:.1f} ms (median of {RUNS}), Gym {gym_glob * 1000:.0f} ms "
-            f"(median of 3) ({gym_glob / ours['glob']:.1f}x; target >= 20x); same files: "
+            f"quality summary, selection {glob!r} ({ours['glob_records']:,} rollouts): "
+            f"{glob_ratio:.1f}x Gym (median of {ROUNDS} rounds' ratios; target >= 20x); ledger "
+            f"{statistics.median(one.ours_glob for one in rounds) * 1000:.1f} ms, Gym "
+            f"{gym_glob * 1000:.0f} ms (medians); same files: "
             f"{same_files(scratch / 'ledger-glob', scratch / 'gym-glob-0')}"
         )
         print(
