@@ -92,3 +92,24 @@ async def test_text_queries_with_declared_columns_and_no_rows(database_url: str)
         2**40,
         "retired",
     )
+
+
+async def test_plain_tuples_equal_cores_rows_with_unnamed_columns(database_url: str) -> None:
+    """``tuples`` gives the driver's rows as plain tuples, processed values included (a
+    datetime, a boolean), and accepts unnamed expressions among the columns."""
+    statement = select(
+        rollouts.c.rollout_id,
+        rollouts.c.created_at,
+        capture_state.c.has_evidence,
+        capture_state.c.next_call_index + rollouts.c.generation,
+    ).where(rollouts.c.rollout_id == capture_state.c.rollout_id, rollouts.c.rollout_id == BY_ID)
+
+    def run(sync: Connection) -> tuple[Any, Any]:
+        core = sync.execute(statement, {"b_rollout_id": "r1"}).tuples().all()
+        return core, DriverQuery(statement).tuples(sync, {"b_rollout_id": "r1"})
+
+    core, driver = await _compare(database_url, run)
+    assert [tuple(row) for row in core] == [tuple(row) for row in driver]
+    [(rollout_id, created_at, has_evidence, total)] = driver
+    assert (rollout_id, has_evidence, total) == ("r1", True, 8)
+    assert created_at.replace(tzinfo=UTC) == ROLLOUT["created_at"]
