@@ -79,6 +79,7 @@ def serve(
     )
     from ledger.app.http.app import create_app
     from ledger.app.http.server import uvicorn_options
+    from ledger.log.collection import freeze_startup_objects
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -111,8 +112,10 @@ def serve(
         # soft_wrap: a long path must stay on one line, copyable.
         err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
     if workers == 1:
+        app = create_app(settings)
+        freeze_startup_objects()
         uvicorn.run(
-            create_app(settings),
+            app,
             host=settings.host,
             port=settings.port,
             log_level=log_level,

@@ -17,6 +17,7 @@ from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.limits import BodySizeLimit
 from ledger.app.http.openapi import install_openapi
 from ledger.app.http.timeouts import BodyReadTimeout
+from ledger.log.collection import freeze_startup_objects
 from ledger.log.projector import Projector
 
 
@@ -56,5 +57,8 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
 
 def create_app_from_environment() -> FastAPI:
     """The service configured by the ``LEDGER_*`` environment alone: the factory each worker
-    process of ``ledger serve --workers N`` builds (the command exports its options first)."""
-    return create_app(Settings())
+    process of ``ledger serve --workers N`` builds (the command exports its options first).
+    The worker's start is done once it is built: what it made is frozen (log/collection.py)."""
+    app = create_app(Settings())
+    freeze_startup_objects()
+    return app
