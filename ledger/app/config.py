@@ -84,6 +84,13 @@ class Settings(BaseSettings):
         default=1000, ge=1, description="open connections (and requests) before 503"
     )
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    # The interpreter's switch interval in a server process (docs/operations.md, "Serving").
+    switch_interval_ms: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description="how long a thread may hold the GIL while another waits for it (ms)",
+    )
 
     # Gym capture directories `ledger serve` follows live (docs/operations.md, "Following").
     follow_capture_dirs: list[Path] = Field(default_factory=list)

@@ -79,7 +79,7 @@ def serve(
     )
     from ledger.app.http.app import create_app
     from ledger.app.http.server import uvicorn_options
-    from ledger.log.collection import freeze_startup_objects
+    from ledger.log.collection import settle_server_process
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -113,7 +113,7 @@ def serve(
         err.print(f"control token: {control_token_path(settings)} (mode 0600)", soft_wrap=True)
     if workers == 1:
         app = create_app(settings)
-        freeze_startup_objects()
+        settle_server_process(settings.switch_interval_ms)
         uvicorn.run(
             app,
             host=settings.host,

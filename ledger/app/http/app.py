@@ -17,7 +17,7 @@ from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.limits import BodySizeLimit
 from ledger.app.http.openapi import install_openapi
 from ledger.app.http.timeouts import BodyReadTimeout
-from ledger.log.collection import freeze_startup_objects
+from ledger.log.collection import settle_server_process
 from ledger.log.projector import Projector
 
 
@@ -58,7 +58,9 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
 def create_app_from_environment() -> FastAPI:
     """The service configured by the ``LEDGER_*`` environment alone: the factory each worker
     process of ``ledger serve --workers N`` builds (the command exports its options first).
-    The worker's start is done once it is built: what it made is frozen (log/collection.py)."""
-    app = create_app(Settings())
-    freeze_startup_objects()
+    The worker's start is done once it is built: what it made is frozen, and the switch
+    interval set (log/collection.py)."""
+    settings = Settings()
+    app = create_app(settings)
+    settle_server_process(settings.switch_interval_ms)
     return app
