@@ -45,14 +45,13 @@ def selection_params(selection: Selection, dialect_name: str) -> dict[str, Any]:
                 params["b_ids_before"] = prefix + "\x7f"
         else:
             params["b_ids"] = glob_to_like(selection.ids)
-    if selection.since is not None:
-        params["b_since"] = selection.since
-    if selection.until is not None:
-        params["b_until"] = selection.until
-    if selection.task_id is not None:
-        params["b_task_id"] = selection.task_id
-    if selection.run is not None:
-        params["b_run"] = selection.run
+    optional = {
+        "b_since": selection.since,
+        "b_until": selection.until,
+        "b_task_id": selection.task_id,
+        "b_run": selection.run,
+    }
+    params.update((name, value) for name, value in optional.items() if value is not None)
     return params
 
 
