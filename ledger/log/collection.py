@@ -10,7 +10,7 @@ memory stays bounded.
 
 The collector's settings belong to the whole process: ``fewer_collections`` is for a process
 that does nothing else meanwhile (the ``ledger verify`` command, the benchmark), never for the
-server. The server's process freezes what its start made (``freeze_startup_objects``).
+server. The server's process freezes what its start made (``settle_server_process``).
 """
 
 from __future__ import annotations
@@ -36,29 +36,22 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def freeze_startup_objects() -> None:
-    """Move every object alive now out of the cyclic collector's sight, for good.
+def settle_server_process(switch_interval_ms: float) -> None:
+    """What a server process sets once, after its entry point has built its app (``ledger
+    serve`` and each of its workers): its start frozen, and the switch interval.
 
-    A server process starts with about 115,000 tracked objects (its imported modules, the app
-    and its routes), nearly all alive until it exits, and every full collection traversed them
-    all: 76-82 ms each on a 2-core machine of this kind, a stall of every request in flight,
-    which was the tail of the capture proxy's added latency. Frozen, they are skipped (a full
-    collection of what is left takes well under a millisecond at start).
+    Frozen: a server process starts with about 115,000 tracked objects (its imported modules,
+    the app and its routes), nearly all alive until it exits, and every full collection
+    traversed them all: 76-82 ms each on a 2-core machine of this kind, a stall of every request
+    in flight, which was the tail of the capture proxy's added latency. Collected first, so no
+    garbage is frozen; never called from code a test process runs many times, since what a
+    freeze holds is never collected afterwards.
 
-    Collected first, so no garbage is frozen; called once, by a process's entry point after it
-    has built its app (``ledger serve`` and each of its workers), never from code a test
-    process runs many times: what it freezes is never collected afterwards.
-    """
+    The switch interval: the event loop that forwards proxied calls and answers requests shares
+    the GIL with the writer, mirror and health threads; when it wants the GIL back it waits up
+    to the switch interval (Python's default 5 ms) for the thread holding it, which is latency
+    on every request in flight. 1 ms measured lower added latency through the capture proxy in
+    three pairs of runs at about the same CPU per call (docs/decisions.md, "proxy-latency" 9)."""
     gc.collect()
     gc.freeze()
-
-
-def settle_server_process(switch_interval_ms: float) -> None:
-    """What a server process sets once its app is built: its start frozen, and the switch
-    interval. The event loop that forwards proxied calls and answers requests shares the GIL
-    with the writer, mirror and health threads; when it wants the GIL back it waits up to the
-    switch interval (Python's default 5 ms) for the thread holding it, which is latency on
-    every request in flight. 1 ms measured lower added latency through the capture proxy in
-    three pairs of runs at about the same CPU per call (docs/decisions.md, "proxy-latency" 9)."""
-    freeze_startup_objects()
     sys.setswitchinterval(switch_interval_ms / 1000)

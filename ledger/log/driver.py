@@ -165,20 +165,14 @@ class DriverQuery:
         row = namedtuple("row", [str(column.key) for column in columns], rename=True)  # type: ignore[misc]
         return _CompiledQuery(compiled.string, compiled.positional, binds, results, row)
 
-    def _fetch(
-        self, conn: Connection, params: Mapping[str, Any]
-    ) -> tuple[_CompiledQuery, list[Any]]:
+    def tuples(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
+        """The rows as the driver's plain tuples (no named tuple made per row), values
+        processed by the columns' result processors: for reads of many rows."""
         dialect = conn.dialect
         compiled = self._compiled.get(dialect.name)
         if compiled is None:
             compiled = self._compiled[dialect.name] = self._compile(dialect)
         _, raw = _run(conn, compiled.sql, compiled.positional, compiled.binds, params, fetch=True)
-        return compiled, raw
-
-    def tuples(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
-        """The rows as the driver's plain tuples (no named tuple made per row), values
-        processed as in ``all``: for reads of many rows."""
-        compiled, raw = self._fetch(conn, params)
         results = compiled.results
         if not any(results):
             return raw
@@ -191,19 +185,9 @@ class DriverQuery:
         ]
 
     def all(self, conn: Connection, params: Mapping[str, Any]) -> list[Any]:
-        compiled, raw = self._fetch(conn, params)
-        make, results = compiled.row, compiled.results
-        if not any(results):
-            return [make(*values) for values in raw]
-        return [
-            make(
-                *(
-                    value if process is None or value is None else process(value)
-                    for process, value in zip(results, values, strict=True)
-                )
-            )
-            for values in raw
-        ]
+        rows = self.tuples(conn, params)
+        make = self._compiled[conn.dialect.name].row
+        return [make(*values) for values in rows]
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> Any | None:
         rows = self.all(conn, params)

@@ -10,23 +10,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-# uvicorn.run replaced by a probe: the process reports what the collector sees, then exits.
-SERVE = """
+# What the process's collector and interpreter show, printed as one JSON line.
+REPORT = """json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects()),
+            "switch_ms": sys.getswitchinterval() * 1000})"""
+# uvicorn.run replaced by a probe: the process reports, then exits.
+SERVE = f"""
 import gc, json, sys
 import uvicorn
 def probe(app, **options):
-    print(json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects()),
-                      "switch_ms": sys.getswitchinterval() * 1000}))
+    print({REPORT})
 uvicorn.run = probe
 from ledger.app.cli.main import main
 main(["serve", "--upgrade", "--port", "0"], standalone_mode=False)
 """
-FACTORY = """
+FACTORY = f"""
 import gc, json, sys
 from ledger.app.http.app import create_app_from_environment
 create_app_from_environment()
-print(json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects()),
-                  "switch_ms": sys.getswitchinterval() * 1000}))
+print({REPORT})
 """
 
 
