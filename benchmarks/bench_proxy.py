@@ -173,9 +173,24 @@ def _captures(base_url: str) -> list[tuple[str, float]]:
 
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process (from /proc): a figure the machine's other load
-    barely moves, unlike latency."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    barely moves, unlike latency. 0 for a process gone meanwhile."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree(pid: int) -> list[int]:
+    """The process and its descendants alive now (its workers, its capture process)."""
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        found.append(parent)
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(FileNotFoundError):
+                pending += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 class LeanForwarder:
@@ -240,14 +255,14 @@ def main(argv: list[str]) -> None:
         (directory / "data").mkdir()
         try:
             server.start(timeout=60)
-            pids = server.wait_for_children(args.workers) if args.workers > 1 else []
+            if args.workers > 1:
+                server.wait_for_children(args.workers)
             lean.wait()
             answered, failures = asyncio.run(
                 _run(
                     upstream,
                     lean,
                     server,
-                    pids,
                     workers=args.workers,
                     calls=calls,
                     rounds=rounds,
@@ -265,7 +280,6 @@ async def _run(
     upstream: FakeUpstreamProcess,
     lean: LeanForwarder,
     server: ServerProcess,
-    worker_pids: list[int],
     *,
     workers: int,
     calls: int,
@@ -273,7 +287,7 @@ async def _run(
     delay_ms: int,
 ) -> tuple[list[str], int]:
     assert server.process is not None and upstream.process is not None
-    ledger_pids = [server.process.pid, *worker_pids]
+    server_pid = server.process.pid
     # One rollout per client (an agent's rollout), as in an RL run; "{n}" is the client.
     proxied_path = f"/ng-rollout/bench-{uuid.uuid4().hex[:8]}-{{n}}{CHAT}"
     legs = (
@@ -287,7 +301,8 @@ async def _run(
     cpu = dict.fromkeys((leg.name for leg in legs), 0.0)
 
     def cpu_of(leg: Leg) -> float:
-        return sum(_cpu_s(pid) for pid in ([leg.pid] if leg.pid else ledger_pids))
+        # ledger serve's whole tree: its workers and its capture process work for it too.
+        return sum(_cpu_s(pid) for pid in ([leg.pid] if leg.pid else _tree(server_pid)))
 
     # Warm every path (connections, imports, the first writer batch).
     warm_ids: list[str] = []

@@ -64,6 +64,13 @@ class Settings(BaseSettings):
     proxy_connect_timeout_s: float = Field(default=10.0, gt=0)
     proxy_read_timeout_s: float = Field(default=600.0, gt=0)
     proxy_max_connections: int = Field(default=512, ge=1)
+    # Captures appended by a niced process beside the server (areas/proxy/capture_process.py).
+    proxy_capture_process: bool = Field(
+        default=True, description="append the proxy's captures in a process of their own"
+    )
+    proxy_capture_nice: int = Field(
+        default=10, ge=0, le=19, description="how much lower the capture process's CPU priority is"
+    )
     # The ceiling keeps every accepted body readable back: stored records nest a capture a few
     # levels deeper, and pydantic's JSON reader stops at 200 levels (docs/decisions.md).
     max_json_depth: int = Field(

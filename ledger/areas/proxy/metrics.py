@@ -43,3 +43,8 @@ class ProxyMetrics:
             "Captures of answered calls not yet durable",
             registry=registry,
         )
+        self.capture_process_starts = Counter(
+            "ledger_proxy_capture_process_starts",
+            "Capture processes started (the first, then one after each that ended)",
+            registry=registry,
+        )

@@ -1,11 +1,12 @@
 """Captures taken off the response path: appended after the client has its answer, in batches.
 
 A capture never fails or delays a model response. Answered calls wait in a bounded queue; one
-task appends whatever is waiting as one batch through the captures service (the same validation
-and write command as ``POST /v1/model-calls/batch``), so under load a writer transaction carries
-many captures instead of one. A capture that fails (refused, the database down, the queue
-full) is logged and counted, and its rollout is marked incomplete (Gym's
-``<id>.capture.incomplete``). Shutdown appends what is still queued.
+task hands whatever is waiting as one batch to the sink (capture_sink.py: the same validation
+and write command as ``POST /v1/model-calls/batch``; by default in the capture process,
+capture_process.py), so under load a writer transaction carries many captures, not one. A
+capture that fails (refused, the database down, the queue full) is logged and counted, and its
+rollout is marked incomplete (Gym's ``<id>.capture.incomplete``). Shutdown appends what is
+still queued.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import logging
 from dataclasses import dataclass
 
 from ledger.areas.captures.service import MAX_BATCH_ITEMS, CaptureService
+from ledger.areas.proxy.capture_sink import AppendFailed, CaptureSink
 from ledger.areas.proxy.metrics import ProxyMetrics
-from ledger.gym.observed_calls import ObservedCall, exchange_of
+from ledger.gym.observed_calls import ObservedCall
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,9 @@ class _Queued:
 
 
 class CaptureRecorder:
-    def __init__(self, captures: CaptureService, metrics: ProxyMetrics) -> None:
-        self._captures = captures
+    def __init__(self, captures: CaptureService, metrics: ProxyMetrics, sink: CaptureSink) -> None:
+        self._captures = captures  # for the incomplete markers
+        self._sink = sink
         self._metrics = metrics
         self._queue: asyncio.Queue[_Queued] = asyncio.Queue(MAX_QUEUED)
         self._task: asyncio.Task[None] | None = None
@@ -65,37 +68,27 @@ class CaptureRecorder:
                     self._queue.task_done()
 
     async def _append(self, queued_calls: list[_Queued]) -> None:
-        batch: list[_Queued] = []
-        items: list[object] = []
-        for queued in queued_calls:
-            try:
-                exchange = exchange_of(queued.call)
-            except Exception as exc:  # a bug in the derivation must not stop the recorder
-                log.exception("deriving the capture of %s failed", queued.call.model_call_id)
-                self._failed(queued.rollout_id, queued.call.model_call_id, "derivation", str(exc))
-                continue
-            batch.append(queued)
-            items.append({"rollout_id": queued.rollout_id, "exchange": exchange})
-            # The forwarder shares this event loop: a batch's derivations, run back to back,
-            # would hold every call being forwarded meanwhile for the whole batch.
-            await asyncio.sleep(0)
-        if not items:
-            return
+        calls = [(queued.rollout_id, queued.call) for queued in queued_calls]
         try:
-            results = await self._captures.append_many(items, yielding=True)
+            outcomes = await self._sink.append(calls)
         except Exception as exc:
-            for queued in batch:
-                self._failed(
-                    queued.rollout_id, queued.call.model_call_id, type(exc).__name__, str(exc)
-                )
+            reason = exc.reason if isinstance(exc, AppendFailed) else type(exc).__name__
+            detail = exc.detail if isinstance(exc, AppendFailed) else str(exc)
+            for queued in queued_calls:
+                self._failed(queued.rollout_id, queued.call.model_call_id, reason, detail)
             return
-        for queued, result in zip(batch, results, strict=True):
-            if result.status >= 400:
+        for queued, outcome in zip(queued_calls, outcomes, strict=True):
+            if outcome.status is None:
+                self._failed(
+                    queued.rollout_id, queued.call.model_call_id, "derivation", outcome.detail
+                )
+                continue
+            if outcome.status >= 400:
                 self._failed(
                     queued.rollout_id,
                     queued.call.model_call_id,
-                    f"http_{result.status}",
-                    result.detail or "",
+                    f"http_{outcome.status}",
+                    outcome.detail,
                 )
                 continue
             self._metrics.captures.inc()
@@ -138,9 +131,11 @@ class CaptureRecorder:
             self._metrics.incomplete_mark_failures.inc()
 
     async def drain(self, wait_s: float) -> None:
-        """Append what is queued (up to ``wait_s`` seconds), then stop."""
+        """Append what is queued (up to ``wait_s`` seconds), then stop, the sink last."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
         try:
-            async with asyncio.timeout(wait_s):
+            async with asyncio.timeout_at(deadline):
                 await self._queue.join()
                 while self._marking:
                     await asyncio.wait(set(self._marking))
@@ -149,3 +144,4 @@ class CaptureRecorder:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await self._sink.close(max(1.0, deadline - loop.time()))

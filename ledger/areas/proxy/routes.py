@@ -21,6 +21,9 @@ from starlette.types import Receive, Scope, Send
 
 from ledger.app.bootstrap import Ledger
 from ledger.app.http.front import FrontRoute
+from ledger.areas.proxy.capture_process import CaptureProcess
+from ledger.areas.proxy.capture_sink import CaptureSink, InProcessSink
+from ledger.areas.proxy.capture_worker import WorkerOptions
 from ledger.areas.proxy.forwarder import Forwarder, ProxyLimits
 from ledger.areas.proxy.metrics import ProxyMetrics
 from ledger.areas.proxy.recorder import CaptureRecorder
@@ -68,7 +71,7 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
     settings = ledger.settings
     upstreams = load_upstreams(settings.upstreams, settings.upstream_key_envs)
     metrics = ProxyMetrics(ledger.metrics.registry)
-    recorder = CaptureRecorder(ledger.captures, metrics)
+    recorder = CaptureRecorder(ledger.captures, metrics, _capture_sink(ledger, metrics))
     recorder.start()
     client = UpstreamClient(
         connect_timeout_s=settings.proxy_connect_timeout_s,
@@ -95,6 +98,27 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
     finally:
         await recorder.drain(DRAIN_TIMEOUT_S)
         await client.aclose()
+
+
+def _capture_sink(ledger: Ledger, metrics: ProxyMetrics) -> CaptureSink:
+    in_process = InProcessSink(ledger.captures)
+    settings = ledger.settings
+    if not settings.proxy_capture_process or not settings.upstreams:
+        return in_process
+    process = CaptureProcess(
+        WorkerOptions(
+            url=settings.resolved_database_url,
+            synchronous=settings.synchronous,
+            busy_timeout_ms=settings.busy_timeout_ms,
+            max_batch=settings.writer_max_batch,
+            max_batch_bytes=settings.writer_max_batch_bytes,
+            nice=settings.proxy_capture_nice,
+        ),
+        fallback=in_process,
+        metrics=metrics,
+    )
+    process.start()
+    return process
 
 
 def build_router() -> APIRouter:

@@ -1,0 +1,154 @@
+"""The proxy's captures appended by a process of their own beside the server, at a lower CPU
+priority (the default; ``LEDGER_PROXY_CAPTURE_PROCESS=false`` appends in the server).
+
+Why: a capture costs the ledger about four times the CPU of forwarding the call (2.8 ms
+against 0.6 ms per call on this machine kind), and in one process that work holds the GIL the
+forwarding loop waits for, which was most of the proxy's added latency. In a process of its
+own, niced, the kernel's scheduler puts the forwarding loop first whenever both want a core,
+and the server keeps only the forwarding and a pickle of each answered call
+(docs/decisions.md, "proxy-latency" 10).
+
+The server starts the process with the proxy (capture_worker.py), hands it the recorder's
+batches over a pipe and waits for each batch's outcomes, one batch at a time. If the process
+dies or cannot start, the batch is sent again to a new one, and then appended in the server:
+an append is idempotent (a call already captured with the same exchange answers 200), so a
+batch the dead process had committed is not stored twice. The mirror and the health follower
+stay in the server; they follow the log, so they see the process's events as any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.areas.proxy.capture_sink import AppendFailed, CaptureSink, Observed, Outcome
+from ledger.areas.proxy.capture_worker import WorkerOptions
+from ledger.areas.proxy.frames import HEADER_BYTES, decode_frame, encode_frame, frame_length
+from ledger.areas.proxy.metrics import ProxyMetrics
+
+log = logging.getLogger(__name__)
+
+WORKER_MODULE = "ledger.areas.proxy.capture_worker"
+START_TIMEOUT_S = 60.0
+ATTEMPTS = 2
+
+
+class CaptureProcessGone(Exception):
+    """The capture process ended (or never became ready) before answering."""
+
+
+class CaptureProcess:
+    """A ``CaptureSink`` in a child process. One caller at a time (the recorder's task)."""
+
+    def __init__(
+        self,
+        options: WorkerOptions,
+        fallback: CaptureSink,
+        metrics: ProxyMetrics,
+        command: Sequence[str] = (sys.executable, "-m", WORKER_MODULE),
+    ) -> None:
+        self._options = options
+        self._fallback = fallback
+        self._metrics = metrics
+        self._command = tuple(command)
+        self._process: asyncio.subprocess.Process | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the process in the background now, not at the first batch: its imports take
+        about a second, which the server's own start need not wait for."""
+        self._starting = asyncio.get_running_loop().create_task(self._first_start())
+
+    async def _first_start(self) -> None:
+        try:
+            await self._running()
+        except CaptureProcessGone as gone:
+            log.error("the capture process did not start: %s (tried again at a batch)", gone)
+
+    async def _started(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            await starting
+
+    async def append(self, calls: Sequence[Observed]) -> list[Outcome]:
+        await self._started()
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                reply = await self._exchange(await self._running(), list(calls))
+            except CaptureProcessGone as gone:
+                log.error(
+                    "the capture process ended with a batch of %d captures (attempt %d of %d): %s",
+                    len(calls),
+                    attempt,
+                    ATTEMPTS,
+                    gone,
+                )
+                await self._discard()
+                continue
+            if reply[0] == "ok":
+                return [Outcome(status, detail) for status, detail in reply[1]]
+            raise AppendFailed(reply[1], reply[2])
+        log.error("appending a batch of %d captures in the server instead", len(calls))
+        return await self._fallback.append(calls)
+
+    async def close(self, wait_s: float) -> None:
+        await self._started()
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        assert process.stdin is not None
+        process.stdin.close()  # its end of input: it finishes and exits
+        try:
+            await asyncio.wait_for(process.wait(), wait_s)
+        except TimeoutError:
+            log.error("the capture process did not exit in %.0f s: killed", wait_s)
+            process.kill()
+            await process.wait()
+
+    async def _running(self) -> asyncio.subprocess.Process:
+        process = self._process
+        if process is not None and process.returncode is None:
+            return process
+        process = await asyncio.create_subprocess_exec(
+            *self._command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        self._process = process
+        self._metrics.capture_process_starts.inc()
+        try:
+            assert process.stdin is not None
+            process.stdin.write(encode_frame(self._options))
+            reply = await asyncio.wait_for(self._reply(process), START_TIMEOUT_S)
+        except (CaptureProcessGone, TimeoutError, OSError) as exc:
+            await self._discard()
+            raise CaptureProcessGone(f"not ready: {exc!r}") from exc
+        if reply != ("ready",):
+            await self._discard()
+            raise CaptureProcessGone(f"answered {reply!r} instead of ready")
+        return process
+
+    async def _exchange(self, process: asyncio.subprocess.Process, calls: list[Observed]) -> Any:
+        assert process.stdin is not None
+        try:
+            process.stdin.write(encode_frame(calls))
+            await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise CaptureProcessGone(repr(exc)) from exc
+        return await self._reply(process)
+
+    @staticmethod
+    async def _reply(process: asyncio.subprocess.Process) -> Any:
+        assert process.stdout is not None
+        try:
+            header = await process.stdout.readexactly(HEADER_BYTES)
+            return decode_frame(await process.stdout.readexactly(frame_length(header)))
+        except asyncio.IncompleteReadError as exc:
+            raise CaptureProcessGone(f"exit status {await process.wait()}") from exc
+
+    async def _discard(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
