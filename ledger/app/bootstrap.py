@@ -21,8 +21,10 @@ from ledger.app.metrics import LedgerMetrics
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.gauges import VerdictGauges
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
+from ledger.areas.proxy.capture_process import capture_process_enabled
 from ledger.log import migrate
 from ledger.log.engines import Synchronous, create_async_db_engine
 from ledger.log.errors import UnsafeConfiguration
@@ -82,7 +84,7 @@ class Ledger:
     observations: ObservationService
     mirror: MirrorFollower | None = None
     followers: list[CaptureDirFollower] = field(default_factory=list)
-    health: HealthFollower | None = None
+    health: HealthFollower | VerdictGauges | None = None
 
     async def close(self) -> None:
         for follower in self.followers:
@@ -141,8 +143,15 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     ]
     for follower in followers:
         await follower.start()
-    health = HealthFollower(store, metrics=metrics) if settings.health_findings_enabled else None
-    if health is not None:
+    health: HealthFollower | VerdictGauges | None = None
+    if settings.health_findings_enabled:
+        # With the proxy's capture process, the follower runs there, off the forwarding
+        # loop's GIL (areas/proxy/capture_process.py); the gauges are read here.
+        health = (
+            VerdictGauges(store, metrics)
+            if capture_process_enabled(settings)
+            else HealthFollower(store, metrics=metrics)
+        )
         await health.start()
     return Ledger(
         settings=settings,

@@ -1,7 +1,7 @@
 """The capture process (ledger/areas/proxy/capture_process.py): by default the proxy's
-captures are appended by a niced process beside ``ledger serve``. Killed mid-run it is started
-again and no capture is lost or stored twice; it ends with the server; switched off, the server
-appends them itself."""
+captures are appended, and the health follower runs, in a niced process beside ``ledger
+serve``. Killed mid-run it is started again and no capture is lost or stored twice; it ends
+with the server; switched off, the server appends them itself."""
 
 from __future__ import annotations
 
@@ -108,6 +108,15 @@ def test_the_server_appends_its_captures_through_one_capture_process(proxy: Prox
     assert sorted(answered) == sorted(i for i in captured_ids(proxy) if i in set(answered))
     assert capture_processes(proxy.server.process.pid) == children  # the same one throughout
     assert metric(proxy, "ledger_proxy_capture_process_starts_total") == 1
+    # The health follower runs in the capture process: the server only reads the gauges.
+    # Findings rows current with every record are its work alone.
+    _wait_until(
+        lambda: (
+            metric(proxy, "ledger_health_findings_behind_rollouts") == 0
+            and metric(proxy, "ledger_rollouts_by_verdict") > 0
+        ),
+        "the health follower's rows in the verdict gauges",
+    )
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ def _options(url: str) -> WorkerOptions:
         max_batch=512,
         max_batch_bytes=8 * 1024 * 1024,
         nice=10,
+        health_follower=False,
     )
 
 

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ledger.app.config import Settings
 from ledger.areas.proxy.capture_sink import AppendFailed, CaptureSink, Observed, Outcome
 from ledger.areas.proxy.capture_worker import WorkerOptions
 from ledger.areas.proxy.frames import HEADER_BYTES, decode_frame, encode_frame, frame_length
@@ -34,6 +35,12 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "ledger.areas.proxy.capture_worker"
 START_TIMEOUT_S = 60.0
 ATTEMPTS = 2
+
+
+def capture_process_enabled(settings: Settings) -> bool:
+    """Whether ``ledger serve`` runs a capture process: the proxy on and the setting on. The
+    health follower then runs in it too (bootstrap.py)."""
+    return settings.proxy_capture_process and bool(settings.upstreams)
 
 
 class CaptureProcessGone(Exception):

@@ -5,6 +5,7 @@ Protocol, frames (frames.py) over its stdin and stdout:
 - in: the store's options (a ``WorkerOptions`` dict), then batches ``[(rollout_id, call)]``;
 - out: ``("ready",)`` once the store is open, then per batch ``("ok", [(status, detail)])``
   or ``("failed", reason, detail)`` when the batch's append raised.
+It also runs the health follower when asked (the server then only reads the verdict gauges).
 The end of its stdin (the server closed it, or died) ends it. Its stdout carries frames only:
 fd 1 is moved aside at start and what prints goes to stderr, the server's log.
 """
@@ -21,6 +22,7 @@ from typing import IO, Any, TypedDict
 
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.areas.captures.service import CaptureService
+from ledger.areas.health.follower import HealthFollower
 from ledger.areas.proxy.capture_sink import AppendFailed, append_observed
 from ledger.areas.proxy.frames import encode_frame, read_frame
 from ledger.log.engines import Synchronous
@@ -36,6 +38,8 @@ class WorkerOptions(TypedDict):
     max_batch: int
     max_batch_bytes: int
     nice: int
+    # The health follower runs here rather than in the server (bootstrap.py).
+    health_follower: bool
 
 
 async def serve(options: WorkerOptions, frames_in: IO[bytes], frames_out: IO[bytes]) -> None:
@@ -50,6 +54,9 @@ async def serve(options: WorkerOptions, frames_in: IO[bytes], frames_out: IO[byt
         read_pool_size=1,
     )
     await store.open()
+    follower = HealthFollower(store) if options["health_follower"] else None
+    if follower is not None:
+        await follower.start()
     try:
         captures = CaptureService(store)
         # What the start made lives until the process ends: out of the collector's way.
@@ -69,6 +76,8 @@ async def serve(options: WorkerOptions, frames_in: IO[bytes], frames_out: IO[byt
                 reply = ("failed", failed.reason, failed.detail[:2000])
             _send(frames_out, reply)
     finally:
+        if follower is not None:
+            await follower.stop()
         await store.close()
 
 

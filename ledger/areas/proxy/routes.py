@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ledger.app.bootstrap import Ledger
 from ledger.app.http.front import FrontRoute
-from ledger.areas.proxy.capture_process import CaptureProcess
+from ledger.areas.proxy.capture_process import CaptureProcess, capture_process_enabled
 from ledger.areas.proxy.capture_sink import CaptureSink, InProcessSink
 from ledger.areas.proxy.capture_worker import WorkerOptions
 from ledger.areas.proxy.forwarder import Forwarder, ProxyLimits
@@ -103,7 +103,7 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
 def _capture_sink(ledger: Ledger, metrics: ProxyMetrics) -> CaptureSink:
     in_process = InProcessSink(ledger.captures)
     settings = ledger.settings
-    if not settings.proxy_capture_process or not settings.upstreams:
+    if not capture_process_enabled(settings):
         return in_process
     process = CaptureProcess(
         WorkerOptions(
@@ -113,6 +113,7 @@ def _capture_sink(ledger: Ledger, metrics: ProxyMetrics) -> CaptureSink:
             max_batch=settings.writer_max_batch,
             max_batch_bytes=settings.writer_max_batch_bytes,
             nice=settings.proxy_capture_nice,
+            health_follower=settings.health_findings_enabled,
         ),
         fallback=in_process,
         metrics=metrics,
