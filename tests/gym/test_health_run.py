@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from ledger.gym.health.catalogue import ALL_CHECKS, UnknownCheck, normalize_igno
 from ledger.gym.health.run import HealthReport, check_facts, check_records, facts_from_files
 from ledger.gym.health.summary import summary_bytes, verdict_lines
 from tests.gym.health_records import model_call, record
+from tests.support.json_values import generated
 
 
 def lines_of(report: HealthReport) -> list[dict[str, Any]]:
@@ -203,3 +205,15 @@ def test_summary_serialisation_and_totals() -> None:
     assert report.summary["run"]["artifacts"]["captures"] == 2
     assert report.summary["run"]["verdicts"] == {"healthy": 0, "unhealthy": 2, "unobserved": 1}
     assert list(report.summary["run"]["issues"]) == list(ALL_CHECKS)
+
+
+def test_summary_bytes_are_the_standard_librarys_indented_dump_whatever_the_values() -> None:
+    # orjson writes a summary of counts; any value it would spell otherwise goes to stdlib.
+    rng = random.Random(20261203)
+    for _ in range(3000):
+        value = {"run": generated(rng), "tasks": {"0": generated(rng)}}
+        assert summary_bytes(value) == json.dumps(value, indent=2, ensure_ascii=False).encode()
+    nan = {"run": {"x": float("nan")}, "tasks": {}}
+    assert summary_bytes(nan) == b'{\n  "run": {\n    "x": NaN\n  },\n  "tasks": {}\n}'
+    with pytest.raises(UnicodeEncodeError):  # as before: a lone surrogate is not UTF-8
+        summary_bytes({"run": "\ud800", "tasks": {}})
