@@ -181,6 +181,19 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def _captures_appended(base_url: str, timeout_s: float = 60.0) -> None:
+    """Until ``ledger_proxy_captures_pending`` reads 0: the phase's captures are appended (the
+    niced capture process may lag the phase), so its CPU is the phase's."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        while time.monotonic() < deadline:
+            for line in (await client.get("/metrics")).text.splitlines():
+                name, _, value = line.partition(" ")
+                if name == "ledger_proxy_captures_pending" and float(value) == 0:
+                    return
+            await asyncio.sleep(0.02)  # poll
+
+
 def _tree(pid: int) -> list[int]:
     """The process and its descendants alive now (its workers, its capture process)."""
     found, pending = [], [pid]
@@ -316,6 +329,8 @@ async def _run(
                 phase = await _phase(
                     leg.port, leg.path, stream=stream, calls=calls, delay_ms=delay_ms
                 )
+                if leg.name == "proxied":
+                    await _captures_appended(server.base_url)
                 cpu[leg.name] += cpu_of(leg) - before
                 total = results.setdefault((leg.name, stream), Phase())
                 total.latencies += phase.latencies
@@ -355,7 +370,7 @@ async def _run(
         "CPU per call (ms): "
         + ", ".join(f"{n} {per_call[n]:.2f}" for n in names)
         + " (direct: the fake upstream's; lean: the forwarder's; uncaptured and proxied: ledger "
-        "serve's, captures still being appended at a phase's end counted in the next)"
+        "serve's process tree, a proxied phase's until its captures are appended)"
     )
     others = {n: results[(n, False)].failures + results[(n, True)].failures for n in names}
     if any(others.values()):
