@@ -10,15 +10,19 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+import ledger.areas.proxy.recorder as recorder_module
+from ledger.areas.captures.service import CaptureService
 from ledger.areas.proxy.capture_process import CaptureProcess
 from ledger.areas.proxy.capture_sink import AppendFailed, Observed, Outcome
 from ledger.areas.proxy.capture_worker import WorkerOptions
 from ledger.areas.proxy.frames import encode_frame, read_frame
 from ledger.areas.proxy.metrics import ProxyMetrics
+from ledger.areas.proxy.recorder import CaptureRecorder
 from ledger.gym.observed_calls import ObservedCall
 from ledger.log import migrate
 from tests.support.databases import sqlite_url
@@ -137,3 +141,21 @@ def test_frames_round_trip_and_a_cut_stream_is_an_error() -> None:
         read_frame(io.BytesIO(cut[:2]))
     with pytest.raises(ValueError, match="over"):
         read_frame(io.BytesIO(b"\xff\xff\xff\xff"))
+
+
+async def test_the_recorder_bounds_a_batch_by_its_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recorder_module, "MAX_BATCH_BYTES", 1000)
+    sink = RecordingSink()
+    # No call fails here, so no rollout is marked and the captures service is never used.
+    recorder = CaptureRecorder(cast(CaptureService, None), _metrics(), sink)
+    sizes = [400, 400, 400, 400, 2000, 400]  # request bodies; each answer adds 55 bytes
+    for n, size in enumerate(sizes):
+        recorder.submit("r-1", _call(f"mc-{n}", b"x" * size))
+    recorder.start()  # after the submits: the first batch finds all of them queued
+    await recorder.drain(5)
+    assert [[call.model_call_id for _, call in batch] for batch in sink.batches] == [
+        ["mc-0", "mc-1"],
+        ["mc-2", "mc-3"],
+        ["mc-4"],  # over the bound alone: a batch of its own
+        ["mc-5"],
+    ]

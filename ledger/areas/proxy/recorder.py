@@ -26,12 +26,19 @@ RESPONSE_TOO_LARGE = "response_too_large"
 QUEUE_FULL = "queue_full"
 # Captures waiting at most; past it a call is answered uncaptured (and its rollout marked).
 MAX_QUEUED = 10_000
+# The bodies one batch carries at most (a single call over it goes alone): bounds what a batch
+# holds twice while it is handed on (the capture process's pipe takes a pickle of it).
+MAX_BATCH_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class _Queued:
     rollout_id: str
     call: ObservedCall
+
+    @property
+    def size(self) -> int:
+        return len(self.call.request_body) + len(self.call.response_body or b"")
 
 
 class CaptureRecorder:
@@ -56,10 +63,18 @@ class CaptureRecorder:
         self._metrics.captures_pending.inc()
 
     async def _run(self) -> None:
+        carried: _Queued | None = None  # taken from the queue, over the last batch's bytes
         while True:
-            batch = [await self._queue.get()]
+            first = carried if carried is not None else await self._queue.get()
+            carried = None
+            batch, size = [first], first.size
             while len(batch) < MAX_BATCH_ITEMS and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+                queued = self._queue.get_nowait()
+                if size + queued.size > MAX_BATCH_BYTES:
+                    carried = queued
+                    break
+                batch.append(queued)
+                size += queued.size
             try:
                 await self._append(batch)
             finally:
