@@ -14,6 +14,7 @@ import httpx
 from ledger.gym.dialects import DIALECT_BY_PATH
 from ledger.gym.model_calls import build_model_call_record
 from ledger.gym.observed_calls import ObservedCall, exchange_of
+from tests.support.databases import sqlite_url
 from tests.support.fake_upstream import FakeUpstreamProcess, plan_for
 from tests.support.server import ServerProcess
 
@@ -36,6 +37,20 @@ class Proxy:
 
     def rollout_url(self, rollout_id: str) -> str:
         return f"{self.url}/ng-rollout/{rollout_id}"
+
+
+def sqlite_proxy_server(
+    directory: Path, upstream: FakeUpstreamProcess, **env: str
+) -> ServerProcess:
+    """A ``ledger serve`` of its own on SQLite in ``directory``, proxying to ``upstream`` as
+    ``fake`` (not started)."""
+    (directory / "data").mkdir(exist_ok=True)
+    return ServerProcess(
+        data_dir=directory / "data",
+        database_url=sqlite_url(directory),
+        env={"LEDGER_UPSTREAMS": json.dumps({"fake": upstream.url}), **env},
+        argv=("ledger", "serve", "--upgrade"),
+    )
 
 
 def wait_for_calls(

@@ -6,7 +6,6 @@ with the server; switched off, the server appends them itself."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import threading
@@ -19,8 +18,7 @@ import httpx
 import pytest
 
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER
-from tests.proxy.support import Proxy, captured_ids, metric, wait_for_calls
-from tests.support.databases import sqlite_url
+from tests.proxy.support import Proxy, captured_ids, metric, sqlite_proxy_server, wait_for_calls
 from tests.support.fake_upstream import FakeUpstreamProcess
 from tests.support.server import ServerProcess
 
@@ -55,16 +53,6 @@ def _wait_until(predicate: object, what: str, timeout: float = 30.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)  # poll
-
-
-def _server(directory: Path, upstream: FakeUpstreamProcess, **env: str) -> ServerProcess:
-    (directory / "data").mkdir(exist_ok=True)
-    return ServerProcess(
-        data_dir=directory / "data",
-        database_url=sqlite_url(directory),
-        env={"LEDGER_UPSTREAMS": json.dumps({"fake": upstream.url}), **env},
-        argv=("ledger", "serve", "--upgrade"),
-    )
 
 
 def _as_proxy(server: ServerProcess, upstream: FakeUpstreamProcess, directory: Path) -> Proxy:
@@ -123,7 +111,7 @@ def test_the_server_appends_its_captures_through_one_capture_process(proxy: Prox
 def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    with _server(tmp_path, upstream) as server:
+    with sqlite_proxy_server(tmp_path, upstream) as server:
         assert server.process is not None
         pid = server.process.pid
         proxy = _as_proxy(server, upstream, tmp_path)
@@ -168,7 +156,7 @@ def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
 def test_the_capture_process_ends_with_the_server(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    server = _server(tmp_path, upstream).start(timeout=60)
+    server = sqlite_proxy_server(tmp_path, upstream).start(timeout=60)
     assert server.process is not None
     pid = server.process.pid
     _wait_until(lambda: capture_processes(pid), "the capture process")
@@ -180,7 +168,7 @@ def test_the_capture_process_ends_with_the_server(
 def test_switched_off_the_server_appends_the_captures_itself(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    with _server(tmp_path, upstream, LEDGER_PROXY_CAPTURE_PROCESS="false") as server:
+    with sqlite_proxy_server(tmp_path, upstream, LEDGER_PROXY_CAPTURE_PROCESS="false") as server:
         assert server.process is not None
         proxy = _as_proxy(server, upstream, tmp_path)
         rollout_id = f"inproc-{uuid.uuid4().hex[:8]}"

@@ -17,23 +17,13 @@ import httpx
 import pytest
 
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER
-from tests.support.databases import sqlite_url
+from tests.proxy.support import sqlite_proxy_server
 from tests.support.fake_upstream import FakeUpstreamProcess
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
 
 CALLS = 40
-
-
-def _server(directory: Path, upstream: FakeUpstreamProcess, **env: str) -> ServerProcess:
-    (directory / "data").mkdir(exist_ok=True)
-    return ServerProcess(
-        data_dir=directory / "data",
-        database_url=sqlite_url(directory),
-        env={"LEDGER_UPSTREAMS": json.dumps({"fake": upstream.url}), **env},
-        argv=("ledger", "serve", "--upgrade"),
-    )
 
 
 async def _answered_ids(base_url: str, rollout_id: str) -> list[str]:
@@ -68,12 +58,12 @@ def test_sigterm_right_after_the_answers_appends_every_capture(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
     rollout_id = f"term-{uuid.uuid4().hex[:8]}"
-    server = _server(tmp_path, upstream).start(timeout=60)
+    server = sqlite_proxy_server(tmp_path, upstream).start(timeout=60)
     answered = asyncio.run(_answered_ids(server.base_url, rollout_id))
     assert server.process is not None
     server.process.send_signal(signal.SIGTERM)  # at once: captures are still queued
     server.process.wait(timeout=60)
-    with _server(tmp_path, upstream) as restarted:
+    with sqlite_proxy_server(tmp_path, upstream) as restarted:
         assert _stored_ids(restarted, rollout_id) == sorted(answered)
 
 
@@ -81,21 +71,21 @@ def test_once_nothing_is_pending_a_sigkill_loses_no_capture(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
     rollout_id = f"kill-{uuid.uuid4().hex[:8]}"
-    server = _server(tmp_path, upstream).start(timeout=60)
+    server = sqlite_proxy_server(tmp_path, upstream).start(timeout=60)
     answered = asyncio.run(_answered_ids(server.base_url, rollout_id))
     deadline = time.monotonic() + 30
     while _pending(server) and time.monotonic() < deadline:
         time.sleep(0.01)  # poll: the gauge falls as each batch commits
     assert _pending(server) == 0
     server.kill()  # no shutdown handler runs
-    with _server(tmp_path, upstream) as restarted:
+    with sqlite_proxy_server(tmp_path, upstream) as restarted:
         assert _stored_ids(restarted, rollout_id) == sorted(answered)
 
 
 def test_a_request_body_that_trickles_is_cut_off_with_a_408(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    with _server(tmp_path, upstream, LEDGER_BODY_TIMEOUT_S="1") as server:
+    with sqlite_proxy_server(tmp_path, upstream, LEDGER_BODY_TIMEOUT_S="1") as server:
         started = time.monotonic()
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
             sock.sendall(
