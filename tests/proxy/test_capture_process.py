@@ -22,6 +22,8 @@ from tests.proxy.support import Proxy, captured_ids, metric, sqlite_proxy_server
 from tests.support.fake_upstream import FakeUpstreamProcess
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.slow  # every test here starts ledger serve
+
 WORKER = "ledger.areas.proxy.capture_worker"
 
 
@@ -107,7 +109,6 @@ def test_the_server_appends_its_captures_through_one_capture_process(proxy: Prox
     )
 
 
-@pytest.mark.slow
 def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
@@ -152,7 +153,6 @@ def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
         assert metric(proxy, "ledger_proxy_capture_process_starts_total") == len(killed) + 1
 
 
-@pytest.mark.slow
 def test_the_capture_process_ends_with_the_server(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
