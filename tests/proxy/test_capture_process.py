@@ -153,6 +153,26 @@ def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
         assert metric(proxy, "ledger_proxy_capture_process_starts_total") == len(killed) + 1
 
 
+def test_a_capture_process_that_dies_between_calls_is_replaced(
+    tmp_path: Path, upstream: FakeUpstreamProcess
+) -> None:
+    # No call comes to notice it: the server starts another itself (the health follower runs
+    # there, and must run on between calls).
+    with sqlite_proxy_server(tmp_path, upstream) as server:
+        assert server.process is not None
+        pid = server.process.pid
+        proxy = _as_proxy(server, upstream, tmp_path)
+        _wait_until(lambda: capture_processes(pid), "the capture process")
+        (first,) = capture_processes(pid)
+        os.kill(first, signal.SIGKILL)
+        _wait_until(lambda: [p for p in capture_processes(pid) if p != first], "another")
+        assert metric(proxy, "ledger_proxy_capture_process_starts_total") == 2
+        rollout_id = f"after-{uuid.uuid4().hex[:8]}"
+        answered = asyncio.run(_calls(server.base_url, [rollout_id], 2))
+        wait_for_calls(proxy, rollout_id, 2)
+        assert sorted(answered) == sorted(i for i in captured_ids(proxy) if i in set(answered))
+
+
 def test_the_capture_process_ends_with_the_server(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:

@@ -103,7 +103,10 @@ async def test_a_capture_process_that_cannot_start_is_tried_again_then_the_fallb
     fallback = RecordingSink()
     metrics = _metrics()
     dead = (sys.executable, "-c", "import sys; sys.exit(3)")
-    process = CaptureProcess(_options(sqlite_url(tmp_path)), fallback, metrics, command=dead)
+    # No background restart within the test: the count below is the start's and the batch's.
+    process = CaptureProcess(
+        _options(sqlite_url(tmp_path)), fallback, metrics, command=dead, restart_delay_s=600
+    )
     process.start()
     batch = [("r-1", _call("mc-a"))]
     try:

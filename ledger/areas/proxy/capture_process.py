@@ -9,11 +9,13 @@ and the server keeps only the forwarding and a pickle of each answered call
 (docs/decisions.md, "proxy-latency" 10).
 
 The server starts the process with the proxy (capture_worker.py), hands it the recorder's
-batches over a pipe and waits for each batch's outcomes, one batch at a time. If the process
-dies or cannot start, the batch is sent again to a new one, and then appended in the server:
-an append is idempotent (a call already captured with the same exchange answers 200), so a
-batch the dead process had committed is not stored twice. The mirror and the health follower
-stay in the server; they follow the log, so they see the process's events as any other.
+batches over a pipe and waits for each batch's outcomes, one batch at a time. The process also
+runs the health follower. If it dies, another is started (at once when a batch was waiting,
+else after a second, retried with a growing pause, so the follower runs on between calls); a
+batch it held is sent again to the new one, and then appended in the server: an append is
+idempotent (a call already captured with the same exchange answers 200), so a batch the dead
+process had committed is not stored twice. The mirror stays in the server; it follows the log,
+so it sees the process's events as any other.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "ledger.areas.proxy.capture_worker"
 START_TIMEOUT_S = 60.0
 ATTEMPTS = 2
+RESTART_DELAY_S = 1.0
+MAX_RESTART_DELAY_S = 30.0
 
 
 def capture_process_enabled(settings: Settings) -> bool:
@@ -56,26 +60,34 @@ class CaptureProcess:
         fallback: CaptureSink,
         metrics: ProxyMetrics,
         command: Sequence[str] = (sys.executable, "-m", WORKER_MODULE),
+        restart_delay_s: float = RESTART_DELAY_S,
     ) -> None:
         self._options = options
         self._fallback = fallback
         self._metrics = metrics
         self._command = tuple(command)
+        self._restart_delay_s = restart_delay_s
         self._process: asyncio.subprocess.Process | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._spawning = asyncio.Lock()  # the recorder's batch and a restart may both want one
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._restarter: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(self) -> None:
         """Start the process in the background now, not at the first batch: its imports take
         about a second, which the server's own start need not wait for."""
-        self._starting = asyncio.get_running_loop().create_task(self._first_start())
+        self._starting = asyncio.get_running_loop().create_task(self._start_once())
 
-    async def _first_start(self) -> None:
+    async def _start_once(self) -> None:
         try:
             await self._running()
         except CaptureProcessGone as gone:
-            log.error("the capture process did not start: %s (tried again at a batch)", gone)
+            log.error("the capture process did not start: %s", gone)
+            self._restart_later()
 
     async def _started(self) -> None:
+        """The first start's attempt done (a batch waits for it, not for later restarts)."""
         starting, self._starting = self._starting, None
         if starting is not None:
             await starting
@@ -99,10 +111,15 @@ class CaptureProcess:
                 return [Outcome(status, detail) for status, detail in reply[1]]
             raise AppendFailed(reply[1], reply[2])
         log.error("appending a batch of %d captures in the server instead", len(calls))
+        self._restart_later()
         return await self._fallback.append(calls)
 
     async def close(self, wait_s: float) -> None:
+        self._closing = True
         await self._started()
+        for task in (*self._watchers, self._restarter):
+            if task is not None:
+                task.cancel()
         process, self._process = self._process, None
         if process is None or process.returncode is not None:
             return
@@ -116,9 +133,44 @@ class CaptureProcess:
             await process.wait()
 
     async def _running(self) -> asyncio.subprocess.Process:
-        process = self._process
-        if process is not None and process.returncode is None:
-            return process
+        async with self._spawning:
+            process = self._process
+            if process is not None and process.returncode is None:
+                return process
+            process = await self._spawn()
+        watcher = asyncio.get_running_loop().create_task(self._restart_after_exit(process))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        return process
+
+    async def _restart_after_exit(self, process: asyncio.subprocess.Process) -> None:
+        status = await process.wait()
+        if self._closing or self._process is not process:
+            return  # closed, or replaced by whoever saw it end first
+        log.error("the capture process exited (status %s): starting another", status)
+        self._restart_later()
+
+    def _restart_later(self) -> None:
+        """Start another in the background, retrying with a growing pause: between calls no
+        batch would notice, and the health follower runs there."""
+        if self._closing or (self._restarter is not None and not self._restarter.done()):
+            return
+        self._restarter = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        pause = self._restart_delay_s
+        while not self._closing:
+            await asyncio.sleep(pause)
+            try:
+                await self._running()
+                return
+            except CaptureProcessGone as gone:
+                pause = min(pause * 2, max(MAX_RESTART_DELAY_S, self._restart_delay_s))
+                log.error("the capture process did not start: %s (again in %.0f s)", gone, pause)
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        if self._closing:
+            raise CaptureProcessGone("closing")
         process = await asyncio.create_subprocess_exec(
             *self._command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
         )
