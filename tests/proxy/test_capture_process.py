@@ -12,6 +12,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -61,6 +63,22 @@ def _as_proxy(server: ServerProcess, upstream: FakeUpstreamProcess, directory: P
     return Proxy(server=server, upstream=upstream, mirror_dir=directory / "data" / "mirror")
 
 
+@contextmanager
+def _served(directory: Path, upstream: FakeUpstreamProcess) -> Iterator[tuple[Proxy, int]]:
+    """A server of its own, once its capture process runs: the proxy and the server's pid."""
+    with sqlite_proxy_server(directory, upstream) as server:
+        assert server.process is not None
+        pid = server.process.pid
+        _wait_until(lambda: capture_processes(pid), "the capture process")
+        yield _as_proxy(server, upstream, directory), pid
+
+
+def _captured(proxy: Proxy, answered: list[str]) -> Counter[str]:
+    """How many capture events each answered call has."""
+    wanted = set(answered)
+    return Counter(i for i in captured_ids(proxy) if i in wanted)
+
+
 async def _calls(
     base_url: str, rollouts: list[str], per_rollout: int, until: threading.Event | None = None
 ) -> list[str]:
@@ -95,7 +113,7 @@ def test_the_server_appends_its_captures_through_one_capture_process(proxy: Prox
     rollout_id = f"child-{uuid.uuid4().hex[:8]}"
     answered = asyncio.run(_calls(proxy.url, [rollout_id], 3))
     wait_for_calls(proxy, rollout_id, 3)
-    assert sorted(answered) == sorted(i for i in captured_ids(proxy) if i in set(answered))
+    assert _captured(proxy, answered) == Counter(answered)
     assert capture_processes(proxy.server.process.pid) == children  # the same one throughout
     assert metric(proxy, "ledger_proxy_capture_process_starts_total") == 1
     # The health follower runs in the capture process: the server only reads the gauges.
@@ -112,11 +130,7 @@ def test_the_server_appends_its_captures_through_one_capture_process(proxy: Prox
 def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    with sqlite_proxy_server(tmp_path, upstream) as server:
-        assert server.process is not None
-        pid = server.process.pid
-        proxy = _as_proxy(server, upstream, tmp_path)
-        _wait_until(lambda: capture_processes(pid), "the capture process")
+    with _served(tmp_path, upstream) as (proxy, pid):
         killed: list[int] = []
         done = threading.Event()
 
@@ -128,11 +142,11 @@ def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
                         lambda: [p for p in capture_processes(pid) if p not in killed],
                         "a new capture process",
                     )
-                    time.sleep(0.3)  # its batches meanwhile
+                    time.sleep(0.3)  # poll: a deliberate pause, its batches meanwhile
                     (current,) = capture_processes(pid)
                     os.kill(current, signal.SIGKILL)
                     killed.append(current)
-                time.sleep(0.3)  # calls after the last kill too
+                time.sleep(0.3)  # poll: a deliberate pause, calls after the last kill too
             finally:
                 done.set()
 
@@ -140,12 +154,12 @@ def test_a_capture_process_killed_mid_run_is_replaced_and_loses_no_capture(
         thread.start()
         rollouts = [f"kill-{uuid.uuid4().hex[:6]}-{n}" for n in range(16)]
         try:
-            answered = asyncio.run(_calls(server.base_url, rollouts, 10, until=done))
+            answered = asyncio.run(_calls(proxy.url, rollouts, 10, until=done))
         finally:
             done.set()
             thread.join()
         _wait_until(lambda: _pending_is_zero(proxy), "the queued captures")
-        stored = Counter(i for i in captured_ids(proxy) if i in set(answered))
+        stored = _captured(proxy, answered)
         assert len(killed) == 3
         assert sorted(stored) == sorted(answered)
         assert set(stored.values()) == {1}  # none stored twice, although batches were resent
@@ -158,31 +172,24 @@ def test_a_capture_process_that_dies_between_calls_is_replaced(
 ) -> None:
     # No call comes to notice it: the server starts another itself (the health follower runs
     # there, and must run on between calls).
-    with sqlite_proxy_server(tmp_path, upstream) as server:
-        assert server.process is not None
-        pid = server.process.pid
-        proxy = _as_proxy(server, upstream, tmp_path)
-        _wait_until(lambda: capture_processes(pid), "the capture process")
+    with _served(tmp_path, upstream) as (proxy, pid):
         (first,) = capture_processes(pid)
         os.kill(first, signal.SIGKILL)
         _wait_until(lambda: [p for p in capture_processes(pid) if p != first], "another")
         assert metric(proxy, "ledger_proxy_capture_process_starts_total") == 2
         rollout_id = f"after-{uuid.uuid4().hex[:8]}"
-        answered = asyncio.run(_calls(server.base_url, [rollout_id], 2))
+        answered = asyncio.run(_calls(proxy.url, [rollout_id], 2))
         wait_for_calls(proxy, rollout_id, 2)
-        assert sorted(answered) == sorted(i for i in captured_ids(proxy) if i in set(answered))
+        assert _captured(proxy, answered) == Counter(answered)
 
 
 def test_the_capture_process_ends_with_the_server(
     tmp_path: Path, upstream: FakeUpstreamProcess
 ) -> None:
-    server = sqlite_proxy_server(tmp_path, upstream).start(timeout=60)
-    assert server.process is not None
-    pid = server.process.pid
-    _wait_until(lambda: capture_processes(pid), "the capture process")
-    (child,) = capture_processes(pid)
-    server.kill()  # SIGKILL: no shutdown handler closes its pipe; the kernel does
-    _wait_until(lambda: not _alive(child), "the capture process to end", timeout=30)
+    with _served(tmp_path, upstream) as (proxy, pid):
+        (child,) = capture_processes(pid)
+        proxy.server.kill()  # SIGKILL: no shutdown handler closes its pipe; the kernel does
+        _wait_until(lambda: not _alive(child), "the capture process to end", timeout=30)
 
 
 def test_switched_off_the_server_appends_the_captures_itself(

@@ -54,7 +54,8 @@ async def append_observed(
 ) -> list[Outcome]:
     """Derive and append a batch. ``yielding``: give the event loop a turn after each call's
     derivation and validation (in the server, whose loop also forwards calls)."""
-    outcomes: list[Outcome | None] = [None] * len(calls)
+    # Each call's outcome; the derived ones are replaced by their append's below.
+    outcomes: list[Outcome] = []
     positions: list[int] = []
     items: list[object] = []
     for position, (rollout_id, call) in enumerate(calls):
@@ -62,8 +63,9 @@ async def append_observed(
             exchange = exchange_of(call)
         except Exception as exc:  # a bug in the derivation must not stop the recorder
             log.exception("deriving the capture of %s failed", call.model_call_id)
-            outcomes[position] = Outcome(None, str(exc))
+            outcomes.append(Outcome(None, str(exc)))
             continue
+        outcomes.append(Outcome(None, "not appended"))
         positions.append(position)
         items.append({"rollout_id": rollout_id, "exchange": exchange})
         if yielding:
@@ -75,7 +77,7 @@ async def append_observed(
             raise AppendFailed(type(exc).__name__, str(exc)) from exc
         for position, result in zip(positions, results, strict=True):
             outcomes[position] = Outcome(result.status, result.detail or "")
-    return [outcome for outcome in outcomes if outcome is not None]
+    return outcomes
 
 
 class InProcessSink:

@@ -87,10 +87,13 @@ class CaptureRecorder:
         try:
             outcomes = await self._sink.append(calls)
         except Exception as exc:
-            reason = exc.reason if isinstance(exc, AppendFailed) else type(exc).__name__
-            detail = exc.detail if isinstance(exc, AppendFailed) else str(exc)
+            failed = (
+                exc if isinstance(exc, AppendFailed) else AppendFailed(type(exc).__name__, str(exc))
+            )
             for queued in queued_calls:
-                self._failed(queued.rollout_id, queued.call.model_call_id, reason, detail)
+                self._failed(
+                    queued.rollout_id, queued.call.model_call_id, failed.reason, failed.detail
+                )
             return
         for queued, outcome in zip(queued_calls, outcomes, strict=True):
             if outcome.status is None:
