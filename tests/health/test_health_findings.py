@@ -22,19 +22,18 @@ from sqlalchemy import Connection, text
 from ledger.app.bootstrap import Ledger
 from ledger.areas.health import queries
 from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.row_figures import stored_columns
 from ledger.areas.health.selection import Selection, superseded_attempts
 from ledger.areas.health.service import HealthService
-from ledger.areas.health.summary_query import summarise_quickly
+from ledger.areas.health.summary_query import _summarised, summarise_quickly
 from ledger.gym.health.catalogue import ALL_CHECKS
 from ledger.gym.health.compact import (
     CompactDigest,
     compact_digest,
-    position_free_sums,
     summarise,
 )
 from ledger.gym.health.evaluate import evaluate
 from ledger.gym.health.facts import record_facts
-from ledger.gym.health.lean_summary import LeanColumns, summarise_lean
 from ledger.gym.health.run import check_records
 from ledger.gym.health.summary import summary_bytes, verdict_lines
 from tests.health.support import expected_report, exported, write_run
@@ -83,24 +82,25 @@ async def test_compact_digests_give_the_rules_files_for_every_ignored_case(
         assert b"".join(lines) == b"".join(verdict_lines(expected.digests)), ignored
 
 
-def _lean_columns(digests: list[CompactDigest]) -> LeanColumns:
-    return LeanColumns(
-        task_index=[d.task_index for d in digests],
-        rollout_index=[d.rollout_index for d in digests],
-        stage_index=[d.stage_index for d in digests],
-        verdict_rollout_id=[d.verdict_rollout_id for d in digests],
-        verdict=[d.verdict for d in digests],
-        findings=[d.findings for d in digests],
-        unobserved=[d.unobserved for d in digests],
-        issue_counts=[d.issue_counts for d in digests],
-        policy_calls_observed=[int(d.policy_calls_observed) for d in digests],
-        successful=[int(d.successful_model_calls > 0) for d in digests],
-    )
+def _fetched(digests: list[CompactDigest]) -> list[tuple[Any, ...]]:
+    """The rows the summary's statement would fetch for these digests, all fresh."""
+    rows = []
+    for d in digests:
+        stored = stored_columns(d)
+        # summary_query._row_columns' order; 1: the freshness flag.
+        rows.append(
+            (
+                *(d.task_index, d.rollout_index, d.stage_index, d.verdict, d.issue_counts),
+                *(stored["verdict_line"], d.errors_by_status, 1, stored["figures"]),
+            )
+        )
+    return rows
 
 
 async def test_the_lean_pass_gives_summarises_files(client: httpx.AsyncClient) -> None:
     """Integer identities (the sort's integer key), then string tasks, stages and negative
-    indices (its general key), copies and positional task indices in both."""
+    indices (its general key), copies and positional task indices in both, and duplicate
+    identities whose rollout ids JSON escapes (the stored line rewritten at its offsets)."""
     await write_run(client, generate_run(RUN, seed=4))
     records = _records(await exported(client))
     shuffled = random.Random(7)
@@ -112,16 +112,38 @@ async def test_the_lean_pass_gives_summarises_files(client: httpx.AsyncClient) -
     for position, record in enumerate(odd[::5]):
         record["_ng_task_index"] = f"t{position % 4}"
         record["_ng_rollout_index"] = -position
-        record["_ng_stage_index"] = position % 2
+        record["_ng_stage_index"] = {"s": [position % 2, '],"findings":[]']}
+    for position, record in enumerate(odd[::3]):
+        record["_ng_rollout_id"] = f'ü"{position % 5},"verdict":"healthy"'
+    assert any(c > 1 for c in Counter(r.get("_ng_rollout_id") for r in odd).values())
     for case in (records, odd):
         digests = [compact_digest(record) for record in case]
         for ignored in ([], ["task_consistently_unhealthy", "task_no_successful_model_calls"]):
             expected_summary, expected_lines = summarise(digests, ignored)
-            summary, lines = summarise_lean(
-                _lean_columns(digests), position_free_sums(digests), ignored
-            )
-            assert summary_bytes(summary) == summary_bytes(expected_summary), ignored
-            assert b"".join(lines) == b"".join(expected_lines), ignored
+            quick = _summarised(_fetched(digests), ignored)
+            assert quick is not None
+            assert summary_bytes(quick.summary) == summary_bytes(expected_summary), ignored
+            assert b"".join(quick.lines) == b"".join(expected_lines), ignored
+
+
+async def test_a_line_derived_from_the_position_takes_the_general_path(
+    client: httpx.AsyncClient,
+) -> None:
+    """A record with neither a task index nor a rollout id of its own has no stored line (its
+    line's id is made of its position): the quick path declines, and ``summarise`` answers."""
+    await write_run(client, generate_run(RUN, seed=4))
+    records = _records(await exported(client))
+    bare = dict(records[3])
+    for key in ("_ng_task_index", "_ng_rollout_id"):
+        bare.pop(key, None)
+    trajectory = bare.get("ng_trajectory")
+    if isinstance(trajectory, dict):
+        bare["ng_trajectory"] = {k: v for k, v in trajectory.items() if k != "rollout_id"}
+    digest = compact_digest(bare)
+    assert digest.verdict_rollout_id is None and stored_columns(digest)["verdict_line"] is None
+    digests = [compact_digest(record) for record in records]
+    assert _summarised(_fetched(digests), []) is not None
+    assert _summarised(_fetched([*digests, digest]), []) is None
 
 
 async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(

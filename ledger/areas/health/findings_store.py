@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ledger.areas.health.row_figures import stored_columns
 from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.queries import read_record_text_sync
 from ledger.areas.observations.tables import observation_records
@@ -21,6 +22,8 @@ IN_CHUNK = 500
 DIGEST_COLUMNS = tuple(CompactDigest.__slots__)
 # The stored form's columns, in CompactDigest's field order.
 DIGEST_SELECT = tuple(health_findings.c[name] for name in DIGEST_COLUMNS)
+# Every column computed from the record: the digest's and the summary's (row_figures.py).
+COMPUTED_COLUMNS = (*DIGEST_COLUMNS, "verdict_line", "figures")
 
 
 def digest_of(row: Sequence[Any], offset: int) -> CompactDigest:
@@ -74,14 +77,18 @@ def changed_records(conn: Connection, *, after_seq: int, limit: int) -> list[Sto
 
 def computed_rows(records: Sequence[StoredRecordRow]) -> list[dict[str, Any]]:
     """The table rows for these records (CPU only: the follower runs it off the event loop)."""
-    return [
-        {
-            "rollout_id": record.rollout_id,
-            "last_seq": record.last_seq,
-            **compact_digest(parse_json(record.text)).values(),
-        }
-        for record in records
-    ]
+    rows = []
+    for record in records:
+        digest = compact_digest(parse_json(record.text))
+        rows.append(
+            {
+                "rollout_id": record.rollout_id,
+                "last_seq": record.last_seq,
+                **digest.values(),
+                **stored_columns(digest),
+            }
+        )
+    return rows
 
 
 def write_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> int:

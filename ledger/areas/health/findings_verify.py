@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger.areas.health import findings_store
-from ledger.areas.health.findings_store import DIGEST_COLUMNS, DIGEST_SELECT, StoredRecordRow
+from ledger.areas.health.findings_store import COMPUTED_COLUMNS, StoredRecordRow
 from ledger.areas.health.queries import snapshot
 from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.tables import observation_records
@@ -45,7 +45,7 @@ async def verify_findings(engine: AsyncEngine, *, page: int = PAGE) -> FindingsR
                         observation_records.c.rollout_id,
                         observation_records.c.last_seq,
                         health_findings.c.last_seq.label("findings_seq"),
-                        *DIGEST_SELECT,
+                        *(health_findings.c[name] for name in COMPUTED_COLUMNS),
                     )
                     .select_from(
                         observation_records.outerjoin(
@@ -69,8 +69,8 @@ async def verify_findings(engine: AsyncEngine, *, page: int = PAGE) -> FindingsR
         ]
         for row, rebuilt in zip(current, findings_store.computed_rows(stored_records), strict=True):
             report.checked += 1
-            stored = dict(zip(DIGEST_COLUMNS, tuple(row)[3:], strict=True))
-            for name in DIGEST_COLUMNS:
+            stored = dict(zip(COMPUTED_COLUMNS, tuple(row)[3:], strict=True))
+            for name in COMPUTED_COLUMNS:
                 # Booleans come back as 0/1 from SQLite.
                 if stored[name] != rebuilt[name] and len(report.differences) < MAX_REPORTED:
                     report.differences.append(

@@ -1,8 +1,10 @@
 """A selection's quality summary from ``health_findings`` in one statement: per selected record
-in export order, the narrow columns the per-rollout parts need (``lean_summary.summarise_lean``)
-and the figures the stats add up, which Python sums a whole column at a time.
+in export order, the narrow columns the per-rollout parts need (``lean_summary.summarise_lean``),
+the row's stored verdict line, and the figures the stats add up, packed in one value
+(row_figures.py), which Python sums a whole column at a time.
 
-It answers when every selected record has a fresh row and no rollout check is ignored; else it
+It answers when every selected record has a fresh row with a stored line and figures and no
+rollout check is ignored; else it
 returns None and the caller puts the rows through ``compact.summarise`` (stale ones checked on
 read). The statement is a plain scan in index order: no window, sort or ``GROUP BY`` (SQLite
 sorts for each, which costs more than the Python they would replace). The sums were a second
@@ -26,6 +28,7 @@ from sqlalchemy import ColumnElement, Connection, Integer, Select, case, literal
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.queries import restricted, selection_params
+from ledger.areas.health.row_figures import figure_columns
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.tables import health_findings as hf
 from ledger.areas.observations.tables import observation_records as records
@@ -65,31 +68,21 @@ def _over_selection(
 
 @cache
 def _row_columns() -> tuple[ColumnElement[Any], ...]:
-    """The statement's columns, built once per process (the expressions are immutable):
-    ``LeanColumns``' ten, the failed-call statuses (the one JSON sum), then ``_FIGURES``."""
+    """The statement's columns, built once per process (the expressions are immutable): the
+    identity, the verdict and the issues, the stored line, the failed-call statuses (the one
+    JSON sum), the freshness flag and the packed figures (row_figures.py): nine values a row
+    where each figure its own column made twenty-one."""
     return (
         hf.c.task_index,
         hf.c.rollout_index,
         hf.c.stage_index,
-        hf.c.verdict_rollout_id,
         hf.c.verdict,
-        hf.c.findings,
-        hf.c.unobserved,
         hf.c.issue_counts,
-        _flag(hf.c.policy_calls_observed),
-        _flag(hf.c.successful_model_calls > _ZERO),
+        hf.c.verdict_line,
         hf.c.errors_by_status,
         # 1: the row was computed from this very record (the freshness rule); NULLs give 0.
         _flag(hf.c.last_seq == records.c.last_seq),
-        _flag(hf.c.capture_observed),
-        hf.c.model_call_errors,
-        _flag(hf.c.ended_on_error),
-        hf.c.duplicated_calls,
-        hf.c.transcript_prompt_tokens,
-        hf.c.transcript_completion_tokens,
-        hf.c.capture_prompt_tokens,
-        hf.c.capture_completion_tokens,
-        hf.c.unobserved_mask,
+        hf.c.figures,
     )
 
 
@@ -166,16 +159,20 @@ def _summarised(fetched: Sequence[Any], ignored: Collection[str]) -> QuickSummar
     if not count:
         return None
     # One tuple per column: the rows' tuples are freed at once (see lean_summary.py).
-    columns = list(zip(*fetched, strict=True))
+    task, rollout, stage, verdict, issue_counts, lines, by_status, fresh, packed = zip(
+        *fetched, strict=True
+    )
     del fetched
-    fresh, captured, errors, ended, duplicated, *tokens, masks = columns[11:]
     if sum(fresh) != count:  # some record has no row as new as itself: not answered here
         return None
-    unobserved = Counter(masks)
-    prompt, completion, capture_prompt, capture_completion = map(sum, tokens)
+    figures = figure_columns(packed)
+    if figures is None or None in lines:  # a positional rollout id, or a count beyond int64
+        return None
+    errors, duplicated = figures.model_call_errors, figures.duplicated_calls
+    unobserved = Counter(figures.unobserved_mask)
     sums = RunSums(
         records=count,
-        captures=sum(captured),
+        captures=sum(figures.capture_observed),
         unobserved={
             check: sum(n for mask, n in unobserved.items() if mask & BIT[check])
             for check in c.ROLLOUT_CHECKS
@@ -183,15 +180,27 @@ def _summarised(fetched: Sequence[Any], ignored: Collection[str]) -> QuickSummar
         verdicts=Counter(),
         issues=Counter(),
         errors=sum(errors),
-        by_status=_by_status(Counter(columns[10])),
+        by_status=_by_status(Counter(by_status)),
         affected=count - errors.count(0),
-        ended=sum(ended),
+        ended=sum(figures.ended_on_error),
         replayed=sum(duplicated),
         replaying=count - duplicated.count(0),
-        prompt=prompt,
-        completion=completion,
-        capture_prompt=capture_prompt,
-        capture_completion=capture_completion,
+        prompt=sum(figures.transcript_prompt_tokens),
+        completion=sum(figures.transcript_completion_tokens),
+        capture_prompt=sum(figures.capture_prompt_tokens),
+        capture_completion=sum(figures.capture_completion_tokens),
     )
-    summary, lines = summarise_lean(LeanColumns(*columns[:10]), sums, ignored)
-    return QuickSummary(summary, lines, count)
+    columns = LeanColumns(
+        task_index=task,
+        rollout_index=rollout,
+        stage_index=stage,
+        verdict=verdict,
+        issue_counts=issue_counts,
+        lines=lines,
+        verdict_at=figures.verdict_at,
+        findings_end=figures.findings_end,
+        policy_calls_observed=figures.policy_calls_observed,
+        successful=figures.successful_model_calls,
+    )
+    summary, verdict_lines = summarise_lean(columns, sums, ignored)
+    return QuickSummary(summary, verdict_lines, count)

@@ -14,7 +14,17 @@ are resolved when a selection is summarised.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+)
 
 from ledger.log.metadata import metadata
 
@@ -56,6 +66,12 @@ health_findings = Table(
     Column("transcript_completion_tokens", BigInteger, nullable=False),
     Column("capture_prompt_tokens", BigInteger, nullable=False),
     Column("capture_completion_tokens", BigInteger, nullable=False),
+    # What a selection's summary reads instead of the columns above (row_figures.py): the
+    # verdict line's UTF-8 bytes (NULL: its rollout id is derived from the positional task
+    # index; a record without _ng_task_index has the bytes after that key's value), and the
+    # figures with the line's offsets as little-endian int64s (NULL: one would not fit).
+    Column("verdict_line", LargeBinary, nullable=True),
+    Column("figures", LargeBinary, nullable=True),
 )
 Index("ix_health_findings_last_seq", health_findings.c.last_seq)
 

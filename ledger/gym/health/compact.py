@@ -202,7 +202,7 @@ def rollout_outcome(
 
 
 def _with_duplicate(outcome: _Outcome, count: int) -> None:
-    finding = dump({"check": _DUPLICATE, "detail": {"duplicate_count": count}})
+    finding = duplicate_finding(count)
     body = outcome.findings[1:-1]
     outcome.findings = f"[{body},{finding}]" if body else f"[{finding}]"
     outcome.verdict = "unhealthy"
@@ -212,17 +212,57 @@ def _with_duplicate(outcome: _Outcome, count: int) -> None:
 PLAIN = re.compile(r"[A-Za-z0-9 ._:/@+=-]*")
 
 
-def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_text: str) -> bytes:
-    rollout_id = row.verdict_rollout_id
-    if rollout_id is None:
-        rollout_id = f"{task}-{rollout}"
+def _line_parts(row: CompactDigest, outcome: _Outcome, task_text: str, rollout_id: str) -> str:
     quoted = f'"{rollout_id}"' if PLAIN.fullmatch(rollout_id) else dump(rollout_id)
     stage = "" if row.stage_index is None else f',"stage_index":{row.stage_index}'
     return (
         f'{{"_ng_task_index":{task_text},"_ng_rollout_index":{row.rollout_index},'
         f'"rollout_id":{quoted},"verdict":"{outcome.verdict}",'
         f'"findings":{outcome.findings},"unobserved":{outcome.unobserved}{stage}}}\n'
-    ).encode()
+    )
+
+
+def _line(task: Any, row: CompactDigest, rollout: Any, outcome: _Outcome, task_text: str) -> bytes:
+    rollout_id = row.verdict_rollout_id
+    if rollout_id is None:
+        rollout_id = f"{task}-{rollout}"
+    return _line_parts(row, outcome, task_text, rollout_id).encode()
+
+
+TASK_KEY = b'{"_ng_task_index":'
+
+
+def duplicate_finding(count: int) -> str:
+    """The finding the run-level duplicate check adds to a line (``dump``'s text)."""
+    return f'{{"check":"{_DUPLICATE}","detail":{{"duplicate_count":{count}}}}}'
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLine:
+    """A record's verdict line as far as it is position-free, with nothing ignored and before
+    the duplicate pass: its UTF-8 bytes, or for a record without ``_ng_task_index`` the bytes
+    after that key's (positional) value; and where in them its verdict starts and its findings
+    array ends (just past the ``]``), so the duplicate pass can rewrite both without parsing."""
+
+    text: bytes
+    verdict_at: int
+    findings_end: int
+
+
+def stored_line(row: CompactDigest) -> StoredLine | None:
+    """None when the line's rollout id is itself derived from the positional task index."""
+    if row.verdict_rollout_id is None:
+        return None
+    outcome = _Outcome(row.verdict, row.findings, row.unobserved)
+    text = _line_parts(row, outcome, row.task_index or "0", row.verdict_rollout_id).encode()
+    if row.task_index is None:  # the position is filled in per selection
+        text = text[len(TASK_KEY) + 1 :]
+    tail = f',"unobserved":{row.unobserved}'.encode()
+    if row.stage_index is not None:
+        tail += f',"stage_index":{row.stage_index}'.encode()
+    findings_end = len(text) - len(tail) - 2  # 2: the closing brace and newline
+    verdict_at = findings_end - len(f'{row.verdict}","findings":{row.findings}'.encode())
+    return StoredLine(text, verdict_at, findings_end)
 
 
 # A task's tally: [repeats, healthy, unhealthy, unobserved, all policy observed, any success].

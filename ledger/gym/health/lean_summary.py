@@ -4,10 +4,11 @@ The caller gives the sums that do not depend on position (``RunSums`` less the v
 issues: SQL adds them up) and the few columns the per-rollout parts need, one list per column
 in export order. What stays per rollout is what genuinely depends on the rows together: the
 default task index (a position), duplicate identities, the task blocks and the sorted verdict
-lines. Each is a whole-column pass (``Counter`` and ``zip`` run in C), and no per-row container
-outlives its pass: at 100,000 rows the garbage collector's full passes over long-lived tuples
-cost as much as the work itself. The result is ``summarise``'s byte for byte (tests compare
-them on every generated run).
+lines, which are the rows' stored lines (``compact.stored_line``) with those two applied. Each
+is a whole-column pass (``Counter`` and ``zip`` run in C), and no per-row container outlives
+its pass: at 100,000 rows the garbage collector's full passes over long-lived tuples cost as
+much as the work itself. The result is ``summarise``'s byte for byte (tests compare them on
+every generated run).
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from itertools import compress
 from operator import add, not_
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from ledger.gym.health import catalogue as c
 from ledger.gym.health.compact import (
-    PLAIN,
+    TASK_KEY,
     JsonTexts,
     RunSums,
     TaskTally,
     document,
-    dump,
+    duplicate_finding,
     sort_key_part,
 )
 
@@ -39,20 +40,29 @@ class LeanColumns(NamedTuple):
     task_index: Sequence[str | None]
     rollout_index: Sequence[str]
     stage_index: Sequence[str | None]
-    verdict_rollout_id: Sequence[str | None]
     verdict: Sequence[str]
-    findings: Sequence[str]
-    unobserved: Sequence[str]
     issue_counts: Sequence[str | None]
+    lines: Sequence[bytes]  # StoredLine.text of each row (none may be missing)
+    verdict_at: Sequence[int]  # StoredLine's offsets
+    findings_end: Sequence[int]
     policy_calls_observed: Sequence[int]  # 0 / 1
-    successful: Sequence[int]  # 1: some model call succeeded
+    successful: Sequence[int]  # non-zero: some model call succeeded
 
 
-def _with_duplicate(findings: str, count: int) -> str:
-    # dump({"check": _DUPLICATE, "detail": {"duplicate_count": count}}), count an int.
-    finding = f'{{"check":"{_DUPLICATE}","detail":{{"duplicate_count":{count}}}}}'
-    body = findings[1:-1]
-    return f"[{body},{finding}]" if body else f"[{finding}]"
+def _with_duplicate(line: bytes, verdict: str, at: int, end: int, count: int) -> bytes:
+    """The stored line unhealthy, with the duplicate finding last in its findings array: the
+    stored offsets say where both are, so nothing is searched or parsed."""
+    finding = duplicate_finding(count).encode()
+    empty = line[end - 2 : end] == b"[]"  # a non-empty array cannot end in "[]"
+    return b"".join(
+        (
+            line[:at],
+            b"unhealthy",
+            line[at + len(verdict) : end - 1],
+            finding if empty else b"," + finding,
+            line[end - 1 :],
+        )
+    )
 
 
 def _non_negative_ints(*columns: list[Any]) -> bool:
@@ -134,44 +144,24 @@ def _tallies(
     return tallies
 
 
-def _verdict_lines(
-    rows: LeanColumns,
-    tasks: list[Any],
-    rollouts: list[Any],
-    verdicts: list[str],
-    findings: list[str],
-    order: list[int],
-) -> list[bytes]:
-    """The verdict file's lines in ``order``: each part is prepared a whole column at a time,
-    put in order by ``map`` over the positions (in C), and the lines formatted in one
-    comprehension (``compact._line``'s bytes)."""
-    task_texts: Sequence[str | None] = rows.task_index
-    if None in task_texts:  # the default task index is the record's position
-        task_texts = [str(i) if text is None else text for i, text in enumerate(task_texts)]
-    given = rows.verdict_rollout_id
-    ids: Sequence[str] = (
-        [  # derived from the task index where the record has no rollout id
-            f"{task}-{rollout}" if rollout_id is None else rollout_id
-            for rollout_id, task, rollout in zip(given, tasks, rollouts, strict=True)
-        ]
-        if None in given
-        else cast("Sequence[str]", given)
-    )
-    if PLAIN.fullmatch("".join(ids)):  # a class's star: all plain iff each is
-        quoted = [f'"{rollout_id}"' for rollout_id in ids]
-    else:
-        quoted = [f'"{i}"' if PLAIN.fullmatch(i) else dump(i) for i in ids]
-    stage_parts = ["" if stage is None else f',"stage_index":{stage}' for stage in rows.stage_index]
-    columns = (task_texts, rows.rollout_index, quoted, verdicts, findings, rows.unobserved)
-    return [
-        (
-            f'{{"_ng_task_index":{task},"_ng_rollout_index":{rollout},"rollout_id":{rollout_id},'
-            f'"verdict":"{verdict}","findings":{found},"unobserved":{unobserved}{stage}}}\n'
-        ).encode()
-        for task, rollout, rollout_id, verdict, found, unobserved, stage in zip(
-            *(map(column.__getitem__, order) for column in (*columns, stage_parts)), strict=True
+def _verdict_lines(rows: LeanColumns, duplicated: dict[int, int], order: list[int]) -> list[bytes]:
+    """The verdict file's lines in ``order``: the stored lines, those of duplicate identities
+    rewritten and those of records without a task index given their position, put in order by
+    ``map`` (in C)."""
+    lines = list(rows.lines)
+    for position, count in duplicated.items():
+        lines[position] = _with_duplicate(
+            lines[position],
+            rows.verdict[position],
+            rows.verdict_at[position],
+            rows.findings_end[position],
+            count,
         )
-    ]
+    if None in rows.task_index:  # the default task index is the record's position
+        for position, text in enumerate(rows.task_index):
+            if text is None:
+                lines[position] = b"%s%d%s" % (TASK_KEY, position, lines[position])
+    return list(map(lines.__getitem__, order))
 
 
 def summarise_lean(
@@ -195,7 +185,6 @@ def summarise_lean(
     rollouts = list(map(values.__getitem__, rows.rollout_index))
     stages = list(map(values.__getitem__, rows.stage_index))
     verdicts = list(rows.verdict)
-    findings = list(rows.findings)
     issues: Counter[str] = Counter()
     for text, n in Counter(rows.issue_counts).items():
         if text is not None:
@@ -203,14 +192,15 @@ def summarise_lean(
                 issues[check] += count * n
     keys = Identities.of(tasks, rollouts, stages)
     per_pair, copies = keys.counts()
+    duplicated: dict[int, int] = {}  # position -> rows of its identity
     if len(copies) < len(tasks):
         counts = list(map(copies.__getitem__, keys.identities))
         for position in compress(range(len(counts)), map((1).__lt__, counts)):
-            findings[position] = _with_duplicate(findings[position], counts[position])
+            duplicated[position] = counts[position]
             verdicts[position] = "unhealthy"
-            issues[_DUPLICATE] += 1
+        issues[_DUPLICATE] += len(duplicated)
     sums.verdicts = Counter(verdicts)
     sums.issues = issues
     summary = document(sums, ignored, _tallies(tasks, verdicts, rows, keys.pairs, per_pair))
-    lines = _verdict_lines(rows, tasks, rollouts, verdicts, findings, keys.verdict_order())
+    lines = _verdict_lines(rows, duplicated, keys.verdict_order())
     return summary, lines
