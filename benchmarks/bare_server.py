@@ -34,7 +34,7 @@ from starlette.routing import Route
 _CREATED = orjson.dumps({"status": 201})
 
 
-def _json(content: object, status_code: int = 200) -> Response:
+def json_response(content: object, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code, media_type="application/json")
 
 
@@ -63,7 +63,7 @@ def bare_app(path: str) -> Starlette:
     async def single(request: Request) -> Response:
         body = orjson.loads(await request.body())
         store([(request.path_params["rollout_id"], orjson.dumps(body).decode())])
-        return _json({"rollout_id": request.path_params["rollout_id"]}, 201)
+        return json_response({"rollout_id": request.path_params["rollout_id"]}, 201)
 
     async def batch(request: Request) -> Response:
         items = orjson.loads(await request.body())["items"]
@@ -73,13 +73,13 @@ def bare_app(path: str) -> Starlette:
             media_type="application/json",
         )
 
-    return _app(single, batch)
+    return capture_app(single, batch)
 
 
 def noop_app() -> Starlette:
     async def single(request: Request) -> Response:
         await request.body()
-        return _json({"rollout_id": request.path_params["rollout_id"]}, 201)
+        return json_response({"rollout_id": request.path_params["rollout_id"]}, 201)
 
     async def batch(request: Request) -> Response:
         # The reply must say how many items there were, so count them without parsing.
@@ -89,15 +89,17 @@ def noop_app() -> Starlette:
             media_type="application/json",
         )
 
-    return _app(single, batch)
+    return capture_app(single, batch)
 
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _app(single: Handler, batch: Handler) -> Starlette:
+def capture_app(single: Handler, batch: Handler) -> Starlette:
+    """The capture routes the benchmark's clients call, and /healthz (the lean leg's too)."""
+
     async def healthz(_request: Request) -> Response:
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     return Starlette(
         routes=[

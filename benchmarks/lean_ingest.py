@@ -38,9 +38,8 @@ import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from benchmarks.bare_server import database_path
+from benchmarks.bare_server import capture_app, database_path, json_response
 from ledger.areas.captures.derivation import DerivedCall, at_position, record_text
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED
 from ledger.areas.captures.service import (
@@ -176,10 +175,6 @@ def _resolve(done: asyncio.Future[list[int]], seqs: list[int]) -> None:
         done.set_result(seqs)
 
 
-def _json(content: object, status_code: int = 200) -> Response:
-    return Response(orjson.dumps(content), status_code, media_type="application/json")
-
-
 def lean_app(path: str) -> Starlette:
     writer = LeanWriter(path)
     writer.start()
@@ -189,7 +184,9 @@ def lean_app(path: str) -> Starlette:
         prepared = prepare_exchange(rollout_id, orjson.loads(await request.body()))
         (seq,) = await writer.append([prepared])
         model_call_id = prepared.payload.body["model_call_id"]
-        return _json({"rollout_id": rollout_id, "model_call_id": model_call_id, "seq": seq}, 201)
+        return json_response(
+            {"rollout_id": rollout_id, "model_call_id": model_call_id, "seq": seq}, 201
+        )
 
     async def batch(request: Request) -> Response:
         items = orjson.loads(await request.body())["items"]
@@ -200,16 +197,7 @@ def lean_app(path: str) -> Starlette:
             media_type="application/json",
         )
 
-    async def healthz(_request: Request) -> Response:
-        return _json({"status": "ok"})
-
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/v1/rollouts/{rollout_id}/model-calls", single, methods=["POST"]),
-            Route("/v1/model-calls/batch", batch, methods=["POST"]),
-        ]
-    )
+    return capture_app(single, batch)
 
 
 def main(argv: list[str] | None = None) -> None:

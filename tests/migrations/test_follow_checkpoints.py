@@ -14,9 +14,9 @@ from ledger.areas.captures.follow_tables import capture_follow_files
 from ledger.areas.captures.follower import CaptureDirFollower
 from ledger.gym.capture_lines import serialize_capture_line
 from ledger.log import migrate
-from ledger.log.engines import create_async_db_engine
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
+from tests.support.databases import run_on
 from tests.support.exchanges import chat_exchange
 
 BEFORE = "0007_viewer_indexes"
@@ -33,15 +33,6 @@ async def _follow_once(url: str, directory: Path) -> CaptureDirFollower:
         return follower
     finally:
         await store.close()
-
-
-async def _on(url: str, fn: object) -> object:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(fn)  # type: ignore[arg-type]
-    finally:
-        await engine.dispose()
 
 
 def _event_count(conn: Connection) -> int:
@@ -68,17 +59,17 @@ async def test_0008_down_and_up_with_checkpoints(empty_database_url: str, tmp_pa
     await migrate.upgrade(url)
     first = await _follow_once(url, directory)
     assert first.catch_up.captured == 12 and first.catch_up.markers == 1
-    events_before = await _on(url, _event_count)
-    assert await _on(url, _checkpoints) == 4
+    events_before = await run_on(url, _event_count)
+    assert await run_on(url, _checkpoints) == 4
 
     await migrate.downgrade(url, BEFORE)
-    assert await _on(url, _has_table) is False
-    assert await _on(url, _event_count) == events_before
+    assert await run_on(url, _has_table) is False
+    assert await run_on(url, _event_count) == events_before
 
     await migrate.upgrade(url)
-    assert await _on(url, _has_table) is True
-    assert await _on(url, _checkpoints) == 0
+    assert await run_on(url, _has_table) is True
+    assert await run_on(url, _checkpoints) == 0
     again = await _follow_once(url, directory)
     assert again.catch_up.captured == 0 and again.catch_up.already_present == 12
-    assert await _on(url, _event_count) == events_before
-    assert await _on(url, _checkpoints) == 4
+    assert await run_on(url, _event_count) == events_before
+    assert await run_on(url, _checkpoints) == 4

@@ -13,23 +13,14 @@ from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.summary_query import summarise_quickly
 from ledger.log import migrate
-from ledger.log.engines import create_async_db_engine
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
+from tests.support.databases import run_on
 from tests.support.health_append import append_posts
 from tests.support.health_run import generate_run
 
 BEFORE = "0013_records_key_seq_index"
-
-
-async def _on(url: str, fn: Any) -> Any:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(fn)
-    finally:
-        await engine.dispose()
 
 
 def _rows(conn: Connection) -> list[tuple[Any, ...]]:
@@ -79,27 +70,27 @@ async def test_0014_down_and_up_with_findings(empty_database_url: str) -> None:
     finally:
         await store.close()
     assert await _caught_up(url) == len(planned)
-    rows_before = await _on(url, _rows)
-    events_before = await _on(url, _event_rows)
+    rows_before = await run_on(url, _rows)
+    events_before = await run_on(url, _event_rows)
     assert all(row[-1] is not None for row in rows_before)  # figures
     assert await _quick_answer(url)
 
     await migrate.downgrade(url, BEFORE)
-    assert {"verdict_line", "figures"}.isdisjoint(await _on(url, _columns))
-    assert await _on(url, _rows) == [row[:-2] for row in rows_before]
+    assert {"verdict_line", "figures"}.isdisjoint(await run_on(url, _columns))
+    assert await run_on(url, _rows) == [row[:-2] for row in rows_before]
 
     await migrate.upgrade(url)
-    assert {"verdict_line", "figures"} <= await _on(url, _columns)
-    count = await _on(
+    assert {"verdict_line", "figures"} <= await run_on(url, _columns)
+    count = await run_on(
         url,
         lambda conn: conn.execute(text("SELECT count(*) FROM health_findings")).scalar_one(),
     )
     assert count == 0
     assert await _caught_up(url) == len(planned)
-    assert await _on(url, _rows) == rows_before
+    assert await run_on(url, _rows) == rows_before
     assert await _quick_answer(url)
-    assert await _on(url, _event_rows) == events_before
-    total = await _on(
+    assert await run_on(url, _event_rows) == events_before
+    total = await run_on(
         url, lambda conn: conn.execute(select(func.count()).select_from(events)).scalar_one()
     )
     assert total == len(events_before)

@@ -26,6 +26,7 @@ from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.verify import verify_chain
+from tests.support.databases import run_on
 
 FIRST_REVISION = "0001_events"
 
@@ -41,15 +42,6 @@ def script_directory() -> ScriptDirectory:
 
 def revisions_head_first() -> list[Script]:
     return list(script_directory().walk_revisions("base", "heads"))
-
-
-async def run_on(url: str, fn: Any) -> Any:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(fn)
-    finally:
-        await engine.dispose()
 
 
 def schema_differences(conn: Connection) -> list[Any]:

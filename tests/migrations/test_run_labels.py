@@ -14,23 +14,14 @@ from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.log import migrate
-from ledger.log.engines import create_async_db_engine
 from ledger.log.projection_versions import projection_versions
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
+from tests.support.databases import run_on
 from tests.support.exchanges import chat_exchange
 
 BEFORE = "0010_projection_versions"
 VIEWS = ("rollout_summary", "task_summary", "run_summary")
-
-
-async def _on(url: str, fn: Any) -> Any:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(fn)
-    finally:
-        await engine.dispose()
 
 
 def _event_rows(conn: Connection) -> list[tuple[Any, ...]]:
@@ -76,34 +67,34 @@ async def test_0011_down_and_up_with_labels(empty_database_url: str) -> None:
     url = empty_database_url
     await migrate.upgrade(url)
     await _write(url)
-    events_before = await _on(url, _event_rows)
-    labels_before = await _on(url, _labels)
+    events_before = await run_on(url, _event_rows)
+    labels_before = await run_on(url, _labels)
     assert [row[:3] for row in labels_before] == [
         ("r1", 0, "run-a"),
         ("r1-a1", 0, "run-a"),
         ("r2", 1, "run-c"),
     ]
-    summary_before = await _on(url, _run_summary)
+    summary_before = await run_on(url, _run_summary)
     # r1 is superseded by its attempt r1-a1; r2's first generation is gone.
     assert summary_before == {"run-a": (2, 1, 1), "run-c": (1, 1, 0), None: (1, 1, 1)}
 
     await migrate.downgrade(url, BEFORE)
-    assert await _on(url, lambda conn: "run_labels" in inspect(conn).get_table_names()) is False
-    assert await _on(url, _views) == set()
-    assert await _on(url, _event_rows) == events_before
+    assert await run_on(url, lambda conn: "run_labels" in inspect(conn).get_table_names()) is False
+    assert await run_on(url, _views) == set()
+    assert await run_on(url, _event_rows) == events_before
 
     await migrate.upgrade(url)
-    assert await _on(url, _views) == set(VIEWS)
+    assert await run_on(url, _views) == set(VIEWS)
     # The revision marks the projection instead of running its code; the upgrade rebuilds it.
-    assert await _on(url, _labels) == []
-    assert await _on(url, _runs_version) == 0
+    assert await run_on(url, _labels) == []
+    assert await run_on(url, _runs_version) == 0
     report = await upgrade_database(url)
     assert report is not None and report.stale == ["runs"]
-    assert await _on(url, _runs_version) == 1
-    assert await _on(url, _labels) == labels_before
-    assert await _on(url, _run_summary) == summary_before
-    assert await _on(url, _event_rows) == events_before
-    count = await _on(
+    assert await run_on(url, _runs_version) == 1
+    assert await run_on(url, _labels) == labels_before
+    assert await run_on(url, _run_summary) == summary_before
+    assert await run_on(url, _event_rows) == events_before
+    count = await run_on(
         url, lambda conn: conn.execute(select(func.count()).select_from(events)).scalar_one()
     )
     assert count == len(events_before)

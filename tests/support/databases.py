@@ -21,8 +21,20 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from ledger.log.engines import create_async_db_engine
+
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
 T = TypeVar("T")
+
+
+async def run_on(url: str, fn: Any) -> Any:
+    """``fn(connection)`` on a fresh engine's connection to ``url``, the engine then disposed."""
+    engine = create_async_db_engine(url, null_pool=True)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(fn)
+    finally:
+        await engine.dispose()
 
 
 def admin_dsn_or_none() -> str | None:
