@@ -1,5 +1,5 @@
 """``health_findings.verdict_line`` and ``.figures``: what a selection's summary reads of each
-row, in two values instead of sixteen.
+row, in two values instead of fourteen.
 
 A summary fetches one row per selected record, and on this stack fetching a value costs about
 as much as the Python that then uses it (~0.2 µs each): at 100,000 rows, 21 values a row were

@@ -4,13 +4,12 @@ the row's stored verdict line, and the figures the stats add up, packed in one v
 (row_figures.py), which Python sums a whole column at a time.
 
 It answers when every selected record has a fresh row with a stored line and figures and no
-rollout check is ignored; else it
-returns None and the caller puts the rows through ``compact.summarise`` (stale ones checked on
-read). The statement is a plain scan in index order: no window, sort or ``GROUP BY`` (SQLite
-sorts for each, which costs more than the Python they would replace). The sums were a second
-statement once: at 100,000 rows a second scan with its join cost more than summing the
-fetched columns (``sum`` over a tuple of ints runs in C), and at 1,000 rows its round trip was
-a third of the answer.
+rollout check is ignored; else it returns None and the caller puts the rows through
+``compact.summarise`` (stale ones checked on read). The statement is a plain scan in index
+order: no window, sort or ``GROUP BY`` (SQLite sorts for each, which costs more than the Python
+they would replace). The sums were a second statement once: at 100,000 rows a second scan with
+its join cost more than summing the fetched columns (``sum`` over a tuple of ints runs in C),
+and at 1,000 rows its round trip was a third of the answer.
 """
 
 from __future__ import annotations

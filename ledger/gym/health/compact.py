@@ -256,7 +256,7 @@ def stored_line(row: CompactDigest) -> StoredLine | None:
     outcome = _Outcome(row.verdict, row.findings, row.unobserved)
     text = _line_parts(row, outcome, row.task_index or "0", row.verdict_rollout_id).encode()
     if row.task_index is None:  # the position is filled in per selection
-        text = text[len(TASK_KEY) + 1 :]
+        text = text[len(TASK_KEY) + len("0") :]  # the key and its one-byte placeholder
     tail = f',"unobserved":{row.unobserved}'.encode()
     if row.stage_index is not None:
         tail += f',"stage_index":{row.stage_index}'.encode()
