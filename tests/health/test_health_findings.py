@@ -144,6 +144,9 @@ async def test_a_line_derived_from_the_position_takes_the_general_path(
     digests = [compact_digest(record) for record in records]
     assert _summarised(_fetched(digests), []) is not None
     assert _summarised(_fetched([*digests, digest]), []) is None
+    _, lines = summarise([*digests, digest], [])
+    position = len(digests)  # its default task index, and so its line's id
+    assert any(f'"rollout_id":"{position}-'.encode() in line for line in lines)
 
 
 async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
