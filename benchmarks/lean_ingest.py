@@ -40,14 +40,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from benchmarks.bare_server import capture_app, database_path, json_response
-from ledger.areas.captures.derivation import DerivedCall, at_position, record_text
+from ledger.areas.captures.derivation import DerivedCall, call_text, record_text_at
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED
 from ledger.areas.captures.service import (
     PreparedExchange,
     prepare_batch_item,
     prepare_exchange,
 )
-from ledger.log.canonical import compact_json
 from ledger.log.chain import canonical_header, chain_hash
 
 _KIND = MODEL_CALL_CAPTURED
@@ -161,8 +160,8 @@ class LeanWriter:
         self._next_index[item.rollout_id] = index + 1
         derived = payload.derived
         assert isinstance(derived, DerivedCall)
-        record = None if derived.record is None else record_text(at_position(derived.record, index))
-        call = None if derived.call is None else compact_json(at_position(derived.call, index))
+        record = None if derived.record is None else record_text_at(derived, index)
+        call = None if derived.call is None else call_text(derived, index)
         columns = orjson.dumps(derived.columns).decode()
         captures.append((item.rollout_id, index, model_call_id, seq, columns, record))
         calls.append((item.rollout_id, index, call, derived.trajectory_entry))

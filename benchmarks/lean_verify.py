@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ledger.areas.captures.derivation import DerivedCall, at_position, record_text
+from ledger.areas.captures.derivation import DerivedCall, at_position, record_text_at
 from ledger.areas.captures.events import CAPTURE_CLEARED, MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED
 from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
@@ -127,7 +127,7 @@ async def lean_verify(engine: AsyncEngine, catalogue: Catalogue) -> tuple[int, i
             if derived is None or derived.record is None:
                 differences += not call["damaged"]
                 continue
-            record = record_text(at_position(derived.record, call["call_index"]))
+            record = record_text_at(derived, call["call_index"])
             differences += not _same_text(call["record"], record)
             differences += call["model_call_id"] != model_call_id
             differences += any(call[name] != value for name, value in derived.columns.items())

@@ -7,9 +7,19 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
+from ledger.log.canonical import is_plain_json
 
 # Gym's key order of one capture line (§2.3); the mirror writes known keys in this order.
 CAPTURE_LINE_KEYS: tuple[str, ...] = (
@@ -67,13 +77,23 @@ class CaptureModelRef(BaseModel):
 
 def is_finite_json(value: object) -> bool:
     """True when no float anywhere inside ``value`` is NaN or infinite (those are not JSON)."""
+    # A plain value's floats are all finite, and its walk (exact types, no recursion) is several
+    # times faster than this one: what a real payload is answers there.
+    return is_plain_json(value) or _finite_walk(value)
+
+
+def _finite_walk(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, Mapping):
-        return all(is_finite_json(item) for item in value.values())
+        return all(_finite_walk(item) for item in value.values())
     if isinstance(value, list | tuple):
-        return all(is_finite_json(item) for item in value)
+        return all(_finite_walk(item) for item in value)
     return True
+
+
+# The validation context of a body its caller has checked whole with ``is_plain_json``.
+_CHECKED_PLAIN = "checked_plain"
 
 
 class CaptureExchange(BaseModel):
@@ -104,12 +124,30 @@ class CaptureExchange(BaseModel):
     upstream_status_code: HttpStatus | None = None
     local_response_reason: Label | None = None
 
+    @classmethod
+    def validate_body(cls, body: object, *, checked_plain: bool) -> CaptureExchange:
+        """``model_validate(body)``; ``checked_plain`` when the caller has just found the whole
+        body plain (``is_plain_json``), so the payloads are not walked for NaN a second time."""
+        return cls.model_validate(body, context={_CHECKED_PLAIN: True} if checked_plain else None)
+
     @field_validator("request", "response")
     @classmethod
-    def _finite_payload(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and not is_finite_json(value):
+    def _finite_payload(
+        cls, value: dict[str, Any] | None, info: ValidationInfo
+    ) -> dict[str, Any] | None:
+        if value is None or (info.context is not None and info.context.get(_CHECKED_PLAIN)):
+            return value
+        if not is_finite_json(value):
             raise ValueError("must not contain NaN or Infinity (not JSON)")
         return value
+
+    def line_keys(self) -> list[str]:
+        """The keys of ``to_line()`` in its order, without dumping the values."""
+        return [
+            key
+            for key in CAPTURE_LINE_KEYS
+            if key in ALWAYS_WRITTEN_KEYS or getattr(self, key) is not None
+        ]
 
     def to_line(self) -> dict[str, Any]:
         """The exchange as Gym writes it: core keys always (null if unknown), others if set."""

@@ -148,10 +148,18 @@ _METADATA_FIELDS: Sequence[str] = tuple(TrajectoryResponseMetadata.model_fields)
 _TOKEN_FIELDS: Sequence[str] = tuple(TrajectoryTokenStats.model_fields)
 
 
-def trajectory_entry_text(call: Mapping[str, Any]) -> str | Ask | None:
+# The entry's members that are the call's payloads (``trajectory_model_call``).
+_ENTRY_PAYLOADS = ("request", "response")
+
+
+def trajectory_entry_text(
+    call: Mapping[str, Any], *, payloads_plain: bool = False, call_plain: bool = False
+) -> str | Ask | None:
     """``derivation.trajectory_entry(call)`` for a record dump with payloads made by
     ``record_dump`` (so every metadata value has its type already): the entry's compact JSON,
-    None when the entry is not valid on its own, ``ASK`` to ask pydantic."""
+    None when the entry is not valid on its own, ``ASK`` to ask pydantic. ``payloads_plain``,
+    ``call_plain``: the caller has found the call's payloads, or all of it, plain
+    (``is_plain_json``); the entry is made of the call's values under str keys, so it is too."""
     projected = trajectory_model_call(call)
     metadata = projected["response_metadata"]
     duration, ttft = projected["duration_ms"], metadata.get("latency_ttft_ms")
@@ -170,5 +178,6 @@ def trajectory_entry_text(call: Mapping[str, Any]) -> str | Ask | None:
         "token_stats": {name: projected["token_stats"].get(name) for name in _TOKEN_FIELDS},
     }
     # ``request`` and ``response`` are ``Any``: a JSON-mode dump leaves plain JSON as it is.
-    text = plain_compact_json(entry)
+    plain = call_plain or (_ENTRY_PAYLOADS if payloads_plain else False)
+    text = plain_compact_json(entry, plain=plain)
     return ASK if text is None else text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import Any
 
 import orjson
@@ -65,8 +66,35 @@ def _stdlib(value: Any, *, sort_keys: bool, allow_nan: bool) -> str:
     )
 
 
-def _fast(value: Any, option: int) -> bytes | None:
-    if not _orjson_writes_it_the_same(value):
+# What a caller says it has found plain already (``is_plain_json``), so it is not walked again:
+# True for the whole value, or the keys of those members of a dict value. The walk costs several
+# times orjson's own write, and a capture's payloads, most of its nodes, go into four texts (the
+# canonical event, the trajectory entry, the stored call and the NaN check): each is walked once.
+# A claim that is wrong gives other bytes than the standard library's, so only a caller that has
+# just checked the value makes it.
+Checked = bool | Collection[str]
+
+_STR_ONLY = {str}
+
+
+def _left_to_walk(value: Any, plain: Collection[str]) -> Any:
+    """``value`` without its members under ``plain`` (a list of the others, walked as one
+    value), or all of it when it is no dict with str keys (the walk then says what it says)."""
+    if type(value) is not dict or not {*map(type, value)} <= _STR_ONLY:
+        return value
+    return [member for key, member in value.items() if key not in plain]
+
+
+def _writes_alike(value: Any, plain: Checked) -> bool:
+    if plain is True:
+        return True
+    if not plain:
+        return _orjson_writes_it_the_same(value)
+    return _orjson_writes_it_the_same(_left_to_walk(value, plain))
+
+
+def _fast(value: Any, option: int, plain: Checked = False) -> bytes | None:
+    if not _writes_alike(value, plain):
         return None
     try:
         return orjson.dumps(value, option=option)
@@ -74,10 +102,11 @@ def _fast(value: Any, option: int) -> bytes | None:
         return None
 
 
-def canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: Any, *, plain: Checked = False) -> bytes:
     """The UTF-8 bytes of ``canonical_json(value)``. ValueError for NaN/Infinity;
-    ``NotStorable`` (a ValueError) for text UTF-8 cannot hold."""
-    fast = _fast(value, orjson.OPT_SORT_KEYS)
+    ``NotStorable`` (a ValueError) for text UTF-8 cannot hold. ``plain``: what of ``value``
+    the caller has found plain (``Checked``)."""
+    fast = _fast(value, orjson.OPT_SORT_KEYS, plain)
     if fast is not None:
         return fast
     return storable_utf8(_stdlib(value, sort_keys=True, allow_nan=False))
@@ -98,16 +127,18 @@ def is_plain_json(value: Any) -> bool:
     return _orjson_writes_it_the_same(value)
 
 
-def plain_compact_json(value: Any) -> str | None:
-    """``compact_json(value)`` when ``is_plain_json(value)``, else None."""
-    fast = _fast(value, 0)
+def plain_compact_json(value: Any, *, plain: Checked = False) -> str | None:
+    """``compact_json(value)`` when ``is_plain_json(value)``, else None; ``plain`` as in
+    ``canonical_bytes``."""
+    fast = _fast(value, 0, plain)
     return None if fast is None else fast.decode()
 
 
-def compact_json(value: Any, *, allow_nan: bool = False) -> str:
+def compact_json(value: Any, *, allow_nan: bool = False, plain: Checked = False) -> str:
     """Compact JSON that keeps key order (Gym's order is part of what readers see); not
-    canonical, so never hashed. ``allow_nan`` as in ``json.dumps``."""
-    fast = _fast(value, 0)
+    canonical, so never hashed. ``allow_nan`` as in ``json.dumps``; ``plain`` as in
+    ``canonical_bytes``."""
+    fast = _fast(value, 0, plain)
     if fast is not None:
         return fast.decode()
     return _stdlib(value, sort_keys=False, allow_nan=allow_nan)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.log.canonical import canonical_bytes, sha256_hex
+from ledger.log.canonical import Checked, canonical_bytes, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,12 @@ class EncodedPayload:
     derived: object = field(default=None, compare=False, repr=False)
 
 
-def encode_body(body: dict[str, Any], *, derived: object = None) -> EncodedPayload:
-    """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate."""
-    data = canonical_bytes(body)
+def encode_body(
+    body: dict[str, Any], *, derived: object = None, plain: Checked = False
+) -> EncodedPayload:
+    """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate.
+    ``plain``: what of ``body`` the caller has found plain (``canonical.Checked``)."""
+    data = canonical_bytes(body, plain=plain)
     return EncodedPayload(
         body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data), derived=derived
     )

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 import ledger.log.transaction as transaction_module
 from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.captures.derivation import DerivedCall, at_position, call_text, derive_call
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.areas.captures.service import (
     PreparedExchange,
@@ -22,7 +23,7 @@ from ledger.areas.captures.service import (
     prepare_exchange,
 )
 from ledger.log import migrate
-from ledger.log.canonical import NotStorable, canonical_json, sha256_hex
+from ledger.log.canonical import NotStorable, canonical_json, compact_json, sha256_hex
 from ledger.log.encoding import encode_body
 from ledger.log.records import as_utc
 from ledger.log.store import LedgerStore
@@ -146,6 +147,27 @@ def test_prepared_exchange_carries_the_payload_append_stores() -> None:
     assert prepared.sha256 == sha256_hex(prepared.payload.text.encode())
     assert prepared.size == len(prepared.payload.text.encode())
     assert prepared.exchange == exchange
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # all plain: one walk of the body is all the checking
+        {"latency_ttft_ms": 1e-05},  # orjson writes 1e-5
+        {"response": {**chat_exchange(model_call_id="x")["response"], "tiny": [2.5e-7, -0.0]}},
+        {"request": {"n": 2**64}},  # orjson refuses it
+    ],
+    ids=["plain", "small-float", "payload-float", "huge-int"],
+)
+def test_a_prepared_payload_is_canonical_whatever_the_body_holds(changes: dict[str, Any]) -> None:
+    exchange = {**chat_exchange(model_call_id="a", text="ünï"), **changes}
+    prepared = prepare_exchange("r1", exchange)
+    body = {"model_call_id": "a", "exchange": exchange}
+    assert prepared.payload.text == canonical_json(body)
+    assert prepared.payload.derived == derive_call(exchange)
+    derived = prepared.payload.derived
+    assert isinstance(derived, DerivedCall) and derived.call is not None
+    assert call_text(derived, 3) == compact_json(at_position(derived.call, 3))
 
 
 def test_encode_body_tells_an_unstorable_surrogate_from_nan() -> None:

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ledger.areas.captures.derivation import DerivedCall, derive_call, trajectory_entry
+from ledger.areas.captures.derivation import (
+    DerivedCall,
+    at_position,
+    call_text,
+    derive_call,
+    record_text,
+    record_text_at,
+    trajectory_entry,
+)
 from ledger.gym import plain_dumps
+from ledger.gym.capture_lines import CaptureExchange
 from ledger.gym.model_calls import (
     PAYLOAD_FIELDS,
     ModelCallRecord,
@@ -24,6 +34,7 @@ from ledger.gym.model_calls import (
     dump_with_payloads,
     record_fields,
 )
+from ledger.log.canonical import compact_json, is_plain_json
 from tests.support.exchanges import (
     chat_exchange,
     failed_exchange,
@@ -200,3 +211,54 @@ def test_an_invalid_entry_is_none_on_both_paths() -> None:
     derived = derive_call(exchange)
     assert derived.record is not None and derived.trajectory_entry is None
     assert _exact(derived) == _exact(reference_derivation(exchange))
+
+
+def _outcome(write: Callable[..., str], *arguments: Any) -> str:
+    """The text written, or the error it raised (NaN in a payload is refused either way)."""
+    try:
+        return write(*arguments)
+    except ValueError as error:
+        return f"{type(error).__name__}: {error}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_was_found_plain_is_written_as_when_walked(seed: int) -> None:
+    """A caller's ``plain`` (the exchange walked once) changes no derivation, and the writer's
+    texts from the flags ``derive_call`` found equal the ones walked in full."""
+    rng = random.Random(seed)
+    seen: set[tuple[bool, bool]] = set()
+    for _ in range(500):
+        exchange = generated_exchange(rng)
+        derived = derive_call(exchange)
+        if is_plain_json(exchange):
+            assert _exact(derive_call(exchange, plain=True)) == _exact(derived), exchange
+        if derived.call is None or derived.record is None:
+            continue
+        seen.add((derived.record_plain, derived.payloads_plain))
+        for position in (0, 7):
+            assert _outcome(record_text_at, derived, position) == _outcome(
+                record_text, at_position(derived.record, position)
+            )
+            assert _outcome(call_text, derived, position) == _outcome(
+                compact_json, at_position(derived.call, position)
+            )
+    # The plain dumps' records came out plain or not, with plain payloads or not.
+    assert {(True, True), (False, True), (True, False)} <= seen, seen
+
+
+def test_a_body_found_plain_validates_as_one_walked_for_nan() -> None:
+    rng = random.Random(11)
+    plain_bodies = 0
+    for _ in range(300):
+        body = {key: value for key, value in generated_exchange(rng).items() if key != "tool_calls"}
+        try:
+            expected = CaptureExchange.model_validate(body)
+        except ValueError:
+            continue
+        assert list(expected.to_line()) == expected.line_keys()
+        if is_plain_json(body):
+            plain_bodies += 1
+            assert CaptureExchange.validate_body(body, checked_plain=True) == expected
+    assert plain_bodies > 20, plain_bodies
+    with pytest.raises(ValueError, match="must not contain NaN"):
+        CaptureExchange.validate_body({"response": {"x": [NAN]}}, checked_plain=False)

@@ -19,7 +19,9 @@ from ledger.log.canonical import (
     canonical_bytes,
     canonical_json,
     compact_json,
+    is_plain_json,
     parse_json,
+    plain_compact_json,
 )
 from ledger.log.store import LedgerStore
 from tests.log.chain_pins import PINNED, fixed_clock, scenario
@@ -44,6 +46,41 @@ def test_generated_values_encode_as_the_standard_library_writes_them() -> None:
         )
         assert parse_json(expected) == json.loads(expected)
         assert repr(parse_json(expected.encode())) == repr(json.loads(expected))
+
+
+def test_what_a_caller_found_plain_is_not_walked_and_the_rest_is() -> None:
+    """``plain=True`` (all found plain) and ``plain=keys`` (those members of a dict) give the
+    standard library's bytes whenever the claim is true, and the members left out of the claim
+    are still walked: a float orjson spells otherwise there takes the standard library."""
+    rng = random.Random(20261203)
+    whole = partial = walked_members = 0
+    for _ in range(3000):
+        checked, other = generated(rng), generated(rng)
+        value = {"checked": checked, "other": other}
+        expected = stdlib_canonical(value)
+        compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        if is_plain_json(value):
+            whole += 1
+            assert canonical_bytes(value, plain=True) == expected.encode()
+            assert compact_json(value, plain=True) == compact
+            assert plain_compact_json(value, plain=True) == compact
+        if is_plain_json(checked):
+            partial += 1
+            assert canonical_bytes(value, plain=("checked",)) == expected.encode()
+            assert compact_json(value, plain=("checked",)) == compact
+            if not is_plain_json(other):
+                walked_members += 1
+                assert plain_compact_json(value, plain=("checked",)) is None
+    # Every kind of claim ran, and so did the walk of a member the claim left out.
+    assert whole > 200 and partial > 500 and walked_members > 100, (whole, partial, walked_members)
+
+
+def test_a_claim_on_members_of_a_dict_with_other_keys_takes_the_standard_library() -> None:
+    value = {1: "one", "checked": {"a": 1}}
+    assert compact_json(value, plain=("checked",)) == json.dumps(
+        value, separators=(",", ":"), ensure_ascii=False
+    )
+    assert plain_compact_json(value, plain=("checked",)) is None
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), {"a": [float("-inf")]}])

@@ -32,7 +32,7 @@ from ledger.gym.model_calls import (
 )
 from ledger.gym.trajectory import trajectory_model_call
 from ledger.gym.trajectory_record import TrajectoryModelCall
-from ledger.log.canonical import compact_json
+from ledger.log.canonical import Checked, compact_json, is_plain_json
 
 _PAYLOADS = set(PAYLOAD_FIELDS)
 
@@ -48,6 +48,10 @@ class DerivedCall:
     record: dict[str, Any] | None
     call: dict[str, Any] | None
     trajectory_entry: str | None
+    # Found plain (``is_plain_json``): the record, and the call's payloads (``PAYLOAD_FIELDS``),
+    # so the writer's texts of them (``record_text``, ``call_text``) do not walk them again.
+    record_plain: bool = False
+    payloads_plain: bool = False
 
     @property
     def damaged(self) -> bool:
@@ -59,10 +63,17 @@ def at_position(dump: Mapping[str, Any], call_index: int) -> dict[str, Any]:
     return {**dump, "call_index": call_index}
 
 
-def record_text(record: Mapping[str, Any]) -> str:
+def record_text(record: Mapping[str, Any], *, plain: bool = False) -> str:
     """The stored payload-free record (``capture_calls.record``): Gym's field order, not
-    sorted; non-finite numbers kept as ``json.dumps`` writes them."""
-    return compact_json(record, allow_nan=True)
+    sorted; non-finite numbers kept as ``json.dumps`` writes them. ``plain``: found plain."""
+    return compact_json(record, allow_nan=True, plain=plain)
+
+
+def record_text_at(derived: DerivedCall, call_index: int) -> str:
+    """``record_text`` of ``derived.record`` at ``call_index`` (the int position put in is plain
+    JSON, so a record found plain at position 0 is plain at every position)."""
+    assert derived.record is not None
+    return record_text(at_position(derived.record, call_index), plain=derived.record_plain)
 
 
 def trajectory_entry(call: Mapping[str, Any]) -> str | None:
@@ -76,9 +87,11 @@ def trajectory_entry(call: Mapping[str, Any]) -> str | None:
     return compact_json(entry.model_dump(mode="json"))
 
 
-def derive_call(exchange: Any) -> DerivedCall:
+def derive_call(exchange: Any, *, plain: bool = False) -> DerivedCall:
     """The capture's derivation; by hand where pydantic would change nothing
-    (``ledger.gym.plain_dumps``), else through the models."""
+    (``ledger.gym.plain_dumps``), else through the models. ``plain``: the caller has found the
+    whole exchange plain (``is_plain_json``); else its payloads are checked here, once for the
+    entry and the call's stored text both."""
     try:
         fields = record_fields(exchange, 0)
     except ValueError:
@@ -87,10 +100,30 @@ def derive_call(exchange: Any) -> DerivedCall:
     if record is None:
         return _validated(fields, exchange)
     call = dump_with_payloads(record, exchange)
-    entry = plain_dumps.trajectory_entry_text(call)
+    record_plain = is_plain_json(record)
+    payloads_plain = plain or _payloads_plain(call)
+    entry = plain_dumps.trajectory_entry_text(
+        call, payloads_plain=payloads_plain, call_plain=record_plain and payloads_plain
+    )
     if isinstance(entry, plain_dumps.Ask):
         entry = trajectory_entry(call)
-    return DerivedCall(_columns(record, len(fields["tool_calls"])), record, call, entry)
+    columns = _columns(record, len(fields["tool_calls"]))
+    return DerivedCall(columns, record, call, entry, record_plain, payloads_plain)
+
+
+def _payloads_plain(call: Mapping[str, Any]) -> bool:
+    return all(is_plain_json(call[name]) for name in PAYLOAD_FIELDS)
+
+
+def call_text(derived: DerivedCall, call_index: int) -> str:
+    """The stored call (``observation_calls.call``): ``derived.call`` at ``call_index`` as
+    compact JSON, walking only what was not found plain (the call is the record's values and
+    the payloads, the position an int, as in ``record_text_at``)."""
+    assert derived.call is not None
+    plain: Checked = (
+        (True if derived.record_plain else PAYLOAD_FIELDS) if derived.payloads_plain else False
+    )
+    return compact_json(at_position(derived.call, call_index), plain=plain)
 
 
 _DAMAGED = DerivedCall({"damaged": True}, None, None, None)

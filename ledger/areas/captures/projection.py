@@ -15,10 +15,9 @@ from sqlalchemy import Connection, Table, bindparam, delete, insert
 
 from ledger.areas.captures.derivation import (
     DerivedCall,
-    at_position,
     derive_call,
     derived_of,
-    record_text,
+    record_text_at,
 )
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
@@ -87,7 +86,7 @@ def _columns_at(derived: DerivedCall, call_index: int) -> dict[str, Any]:
     if derived.record is None:
         return dict(derived.columns)
     # Field order kept (not sorted): reads hand the record out as Gym orders it.
-    return {**derived.columns, "record": record_text(at_position(derived.record, call_index))}
+    return {**derived.columns, "record": record_text_at(derived, call_index)}
 
 
 class CapturesProjector:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
-from ledger.areas.captures.derivation import DerivedCall, at_position
+from ledger.areas.captures.derivation import DerivedCall, at_position, call_text
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -315,13 +315,14 @@ class ObservationsProjector:
                 # Derived before the writer at position 0 (derivation.py): only the position
                 # is put in; the entry does not depend on it.
                 record = at_position(derived.record or {}, position.call_index)
-                call = at_position(derived.call, position.call_index)
+                text = call_text(derived, position.call_index)
                 entry = derived.trajectory_entry
             else:
                 record = parse_json(position.record)
                 call = dump_with_payloads(record, exchange)
+                text = compact_json(call)
                 entry = trajectory_entry(call)
-            store_call(conn, rollout_id, pending.generation, position.call_index, call, entry)
+            store_call(conn, rollout_id, pending.generation, position.call_index, text, entry)
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
         return kept
 

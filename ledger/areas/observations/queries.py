@@ -188,16 +188,17 @@ def store_call(
     rollout_id: str,
     generation: int,
     call_index: int,
-    call: Mapping[str, Any],
+    call_text: str,
     trajectory_entry: str | None,
 ) -> None:
+    """One kept call: ``call_text``, its record with payloads as compact JSON."""
     _INSERT_CALL.execute(
         conn,
         {
             "rollout_id": rollout_id,
             "generation": generation,
             "call_index": call_index,
-            "call": compact_json(call),
+            "call": call_text,
             "trajectory_entry": trajectory_entry,
         },
     )
