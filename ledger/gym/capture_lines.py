@@ -78,7 +78,7 @@ class CaptureModelRef(BaseModel):
 def is_finite_json(value: object) -> bool:
     """True when no float anywhere inside ``value`` is NaN or infinite (those are not JSON)."""
     # A plain value's floats are all finite, and its walk (exact types, no recursion) is several
-    # times faster than this one: what a real payload is answers there.
+    # times faster than this one; a real payload is plain, so it is answered there.
     return is_plain_json(value) or _finite_walk(value)
 
 

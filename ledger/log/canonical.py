@@ -68,13 +68,13 @@ def _stdlib(value: Any, *, sort_keys: bool, allow_nan: bool) -> str:
 
 # What a caller says it has found plain already (``is_plain_json``), so it is not walked again:
 # True for the whole value, or the keys of those members of a dict value. The walk costs several
-# times orjson's own write, and a capture's payloads, most of its nodes, go into four texts (the
-# canonical event, the trajectory entry, the stored call and the NaN check): each is walked once.
-# A claim that is wrong gives other bytes than the standard library's, so only a caller that has
-# just checked the value makes it.
+# times orjson's own write, and a capture's payloads, most of its nodes, were walked four times
+# (its NaN check, its canonical bytes, its trajectory entry, its stored call): now once. A claim
+# that is wrong gives other bytes than the standard library's (orjson writes NaN as null), so
+# only a caller that has just walked the value makes it.
 Checked = bool | Collection[str]
 
-_STR_ONLY = {str}
+_STR_ONLY = frozenset({str})
 
 
 def _left_to_walk(value: Any, plain: Collection[str]) -> Any:
