@@ -152,11 +152,7 @@ class CaptureExchange(BaseModel):
     def to_line(self) -> dict[str, Any]:
         """The exchange as Gym writes it: core keys always (null if unknown), others if set."""
         values = self.model_dump(mode="json")
-        return {
-            key: values[key]
-            for key in CAPTURE_LINE_KEYS
-            if key in ALWAYS_WRITTEN_KEYS or values[key] is not None
-        }
+        return {key: values[key] for key in self.line_keys()}
 
 
 def _refuse_non_finite(constant: str) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 from ledger.gym.model_calls import PAYLOAD_FIELDS, ToolCall
 from ledger.gym.trajectory import trajectory_model_call
 from ledger.gym.trajectory_record import TrajectoryResponseMetadata, TrajectoryTokenStats
-from ledger.log.canonical import is_plain_json, plain_compact_json
+from ledger.log.canonical import Checked, is_plain_json, plain_compact_json
 
 
 class Ask:
@@ -152,14 +152,12 @@ _TOKEN_FIELDS: Sequence[str] = tuple(TrajectoryTokenStats.model_fields)
 _ENTRY_PAYLOADS = ("request", "response")
 
 
-def trajectory_entry_text(
-    call: Mapping[str, Any], *, payloads_plain: bool = False, call_plain: bool = False
-) -> str | Ask | None:
+def trajectory_entry_text(call: Mapping[str, Any], *, plain: Checked = False) -> str | Ask | None:
     """``derivation.trajectory_entry(call)`` for a record dump with payloads made by
     ``record_dump`` (so every metadata value has its type already): the entry's compact JSON,
-    None when the entry is not valid on its own, ``ASK`` to ask pydantic. ``payloads_plain``,
-    ``call_plain``: the caller has found the call's payloads, or all of it, plain
-    (``is_plain_json``); the entry is made of the call's values under str keys, so it is too."""
+    None when the entry is not valid on its own, ``ASK`` to ask pydantic. ``plain``: what of
+    ``call`` the caller has found plain (all of it, or its payload fields); the entry is made of
+    the call's values under str keys, so the same of it is plain."""
     projected = trajectory_model_call(call)
     metadata = projected["response_metadata"]
     duration, ttft = projected["duration_ms"], metadata.get("latency_ttft_ms")
@@ -178,6 +176,6 @@ def trajectory_entry_text(
         "token_stats": {name: projected["token_stats"].get(name) for name in _TOKEN_FIELDS},
     }
     # ``request`` and ``response`` are ``Any``: a JSON-mode dump leaves plain JSON as it is.
-    plain = call_plain or (_ENTRY_PAYLOADS if payloads_plain else False)
-    text = plain_compact_json(entry, plain=plain)
+    entry_plain: Checked = plain if plain is True else (_ENTRY_PAYLOADS if plain else False)
+    text = plain_compact_json(entry, plain=entry_plain)
     return ASK if text is None else text

@@ -103,7 +103,7 @@ def derive_call(exchange: Any, *, plain: bool = False) -> DerivedCall:
     record_plain = is_plain_json(record)
     payloads_plain = plain or _payloads_plain(call)
     entry = plain_dumps.trajectory_entry_text(
-        call, payloads_plain=payloads_plain, call_plain=record_plain and payloads_plain
+        call, plain=_call_checked(record_plain, payloads_plain)
     )
     if isinstance(entry, plain_dumps.Ask):
         entry = trajectory_entry(call)
@@ -120,10 +120,15 @@ def call_text(derived: DerivedCall, call_index: int) -> str:
     compact JSON, walking only what was not found plain (the call is the record's values and
     the payloads, the position an int, as in ``record_text_at``)."""
     assert derived.call is not None
-    plain: Checked = (
-        (True if derived.record_plain else PAYLOAD_FIELDS) if derived.payloads_plain else False
-    )
+    plain = _call_checked(derived.record_plain, derived.payloads_plain)
     return compact_json(at_position(derived.call, call_index), plain=plain)
+
+
+def _call_checked(record_plain: bool, payloads_plain: bool) -> Checked:
+    """What of a call (the record's values and the payloads) was found plain."""
+    if not payloads_plain:
+        return False
+    return True if record_plain else PAYLOAD_FIELDS
 
 
 _DAMAGED = DerivedCall({"damaged": True}, None, None, None)
