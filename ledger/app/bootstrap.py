@@ -26,8 +26,11 @@ from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.areas.proxy.capture_process import capture_process_enabled
 from ledger.log import migrate
+from ledger.log.checkpoint_key import load_or_create_signing_key, load_signing_key
+from ledger.log.checkpoint_publisher import CheckpointPublisher
 from ledger.log.engines import Synchronous, create_async_db_engine
 from ledger.log.errors import UnsafeConfiguration
+from ledger.log.integrity import store_problems
 from ledger.log.private_files import make_private_dir
 from ledger.log.projector import Projector
 from ledger.log.rebuild import (
@@ -36,6 +39,7 @@ from ledger.log.rebuild import (
     rebuild_stale_projections,
 )
 from ledger.log.store import LedgerStore
+from ledger.log.witness import WitnessedCheckpoint, latest_in
 from ledger.mirror.follower import MirrorFollower, build_follower
 
 T = TypeVar("T")
@@ -85,6 +89,7 @@ class Ledger:
     mirror: MirrorFollower | None = None
     followers: list[CaptureDirFollower] = field(default_factory=list)
     health: HealthFollower | VerdictGauges | None = None
+    checkpoints: CheckpointPublisher | None = None
 
     async def close(self) -> None:
         for follower in self.followers:
@@ -93,6 +98,9 @@ class Ledger:
             await self.health.stop()
         if self.mirror is not None:
             await self.mirror.stop()
+        if self.checkpoints is not None:
+            # After the writers above: the last checkpoint names the head they left.
+            await self.checkpoints.stop()
         await self.store.close()
 
 
@@ -119,6 +127,7 @@ def build_store(
         max_batch=settings.writer_max_batch,
         max_batch_bytes=settings.writer_max_batch_bytes,
         metrics=metrics,
+        read_only=settings.read_only,
     )
 
 
@@ -128,8 +137,21 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     metrics = LedgerMetrics()
     store = build_store(settings, metrics, projectors)
     await store.open()
+    # Serving reads only (a store refused at start, kept readable): nothing writes, not even a
+    # checkpoint, which would witness a damaged log as the truth.
+    writes = not settings.read_only
+    checkpoints = None
+    if settings.checkpoints_enabled and writes:
+        checkpoints = CheckpointPublisher(
+            store,
+            load_or_create_signing_key(settings.resolved_checkpoint_key_file),
+            settings.witness_files,
+            interval_s=settings.checkpoint_interval_s,
+            metrics=metrics,
+        )
+        await checkpoints.start()
     mirror = None
-    if settings.mirror_enabled:
+    if settings.mirror_enabled and writes:
         mirror = build_follower(
             store=store,
             mirror_dir=settings.resolved_mirror_dir,
@@ -140,11 +162,12 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     followers = [
         CaptureDirFollower(store, directory, options=follow_options(settings), metrics=metrics)
         for directory in settings.follow_capture_dirs
+        if writes
     ]
     for follower in followers:
         await follower.start()
     health: HealthFollower | VerdictGauges | None = None
-    if settings.health_findings_enabled:
+    if settings.health_findings_enabled and writes:
         # With the proxy's capture process, the follower runs there, off the forwarding
         # loop's GIL (areas/proxy/capture_process.py); the gauges are read here.
         health = (
@@ -165,6 +188,7 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         mirror=mirror,
         followers=followers,
         health=health,
+        checkpoints=checkpoints,
     )
 
 
@@ -248,6 +272,46 @@ async def upgrade_with_settings(settings: Settings, revision: str = "head") -> R
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
     )
+
+
+async def store_integrity_problems(settings: Settings) -> list[str]:
+    """What the start of ``serve`` and ``db check`` refuse a store for (log/integrity.py): FAIL
+    lines, empty when it is fit to serve."""
+    latest = [
+        WitnessedCheckpoint(checkpoint, str(path))
+        for path in settings.witness_files
+        if (checkpoint := latest_in(path)) is not None
+    ]
+    key_file = settings.resolved_checkpoint_key_file
+    key = load_signing_key(key_file)
+    problems = []
+    if latest and key is None:
+        problems.append(
+            f"checkpoints exist ({latest[0].source}) but the key that signed them "
+            f"({key_file}) is missing: restore the key, or set the witness file aside if the "
+            "key was replaced on purpose"
+        )
+    engine = create_async_db_engine(
+        settings.resolved_database_url,
+        synchronous=settings.synchronous,
+        busy_timeout_ms=settings.busy_timeout_ms,
+        read_only=True,
+        pool_size=1,
+        null_pool=True,
+    )
+    try:
+        async with engine.connect() as conn:
+            problems += await conn.run_sync(
+                lambda sync: store_problems(
+                    sync,
+                    quick_check=settings.integrity_check,
+                    latest=latest,
+                    public_key=None if key is None else key.public_key(),
+                )
+            )
+    finally:
+        await engine.dispose()
+    return problems
 
 
 async def ensure_database_ready(url: str) -> None:

@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ledger.log.errors import UnsafeConfiguration
+from ledger.log.witness import WITNESS_FILE
 
 DEFAULT_PORT = 8420
 MAX_JSON_DEPTH_CEILING = 192
@@ -99,6 +100,27 @@ class Settings(BaseSettings):
         description="how long a thread may hold the GIL while another waits for it (ms)",
     )
 
+    # Signed checkpoints of the log's head, kept by witnesses outside the database
+    # (log/checkpoints.py; docs/operations.md, "Checkpoints").
+    checkpoints_enabled: bool = True
+    checkpoint_interval_s: float = Field(
+        default=5.0, gt=0, le=3600, description="seconds between checkpoints of a moving head"
+    )
+    checkpoint_key_file: Path | None = Field(
+        default=None, description="Ed25519 signing key (PEM); default <data_dir>/checkpoint-key.pem"
+    )
+    checkpoint_witness_dirs: list[Path] = Field(
+        default_factory=list,
+        description="more directories (another disk) that keep checkpoints.jsonl (JSON list)",
+    )
+    # The start of `serve` and `db check`: SQLite's page check (docs/operations.md).
+    integrity_check: bool = Field(
+        default=True, description="run PRAGMA quick_check before serving (--skip-integrity-check)"
+    )
+    read_only: bool = Field(
+        default=False, description="serve reads only: no writer, no followers (--read-only)"
+    )
+
     # Gym capture directories `ledger serve` follows live (docs/operations.md, "Following").
     follow_capture_dirs: list[Path] = Field(default_factory=list)
     follow_force_polling: bool = Field(
@@ -128,6 +150,19 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'ledger.db').resolve()}"
+
+    @property
+    def resolved_checkpoint_key_file(self) -> Path:
+        if self.checkpoint_key_file is not None:
+            return self.checkpoint_key_file
+        return self.data_dir / "checkpoint-key.pem"
+
+    @property
+    def witness_files(self) -> list[Path]:
+        """Where checkpoints are published: beside the data, and in each extra witness dir."""
+        return [self.data_dir / WITNESS_FILE] + [
+            directory / WITNESS_FILE for directory in self.checkpoint_witness_dirs
+        ]
 
     @property
     def resolved_mirror_dir(self) -> Path:

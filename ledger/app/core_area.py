@@ -24,5 +24,10 @@ CORE = Area(
     event_types=[*rollout_events.EVENT_TYPES, *compaction.EVENT_TYPES],
     tables=(events, rollouts, log_identity, mirror_checkpoints, projection_versions),
     projectors=_projectors,
-    route_modules=("ledger.app.http.health", "ledger.app.http.events", "ledger.app.http.rollouts"),
+    route_modules=(
+        "ledger.app.http.health",
+        "ledger.app.http.events",
+        "ledger.app.http.rollouts",
+        "ledger.app.http.checkpoints",
+    ),
 )

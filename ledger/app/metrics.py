@@ -51,6 +51,16 @@ class LedgerMetrics:
             "Age of the oldest event not yet written to the JSONL mirror",
             registry=self.registry,
         )
+        self.checkpoint_seq = Gauge(
+            "ledger_checkpoint_seq",
+            "Seq of the last signed checkpoint this process published",
+            registry=self.registry,
+        )
+        self.checkpoint_failures = Counter(
+            "ledger_checkpoint_failures",
+            "Checkpoints not written to a witness (or not signed)",
+            registry=self.registry,
+        )
 
         # The capture-directory followers (ledger serve --follow-capture-dir), per directory.
         self.follow_files = Gauge(
@@ -101,6 +111,12 @@ class LedgerMetrics:
         self.batch_size.observe(size)
         self.commit_seconds.observe(commit_seconds)
         self.events_appended.inc(events)
+
+    def observe_checkpoint(self, seq: int) -> None:
+        self.checkpoint_seq.set(seq)
+
+    def count_checkpoint_failure(self) -> None:
+        self.checkpoint_failures.inc()
 
     def set_queue_depth(self, depth: int) -> None:
         self.queue_depth.set(depth)

@@ -101,3 +101,30 @@ class QueryTimeout(LedgerError):
 
 class WriterStopped(StorageUnavailable):
     pass
+
+
+class LogDamaged(LedgerError):
+    """The log lacks what a check needs (an event a projection points at): ``verify`` and
+    ``mirror verify`` report it as a FAIL line."""
+
+
+class StorageDamaged(StorageUnavailable):
+    """The database reported damage (SQLite's "database disk image is malformed"): appends stop
+    until the store is restored (docs/operations.md, "A damaged store")."""
+
+
+# SQLite's result codes for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB) and PostgreSQL's
+# SQLSTATEs for corrupted data and indexes.
+_SQLITE_DAMAGE_CODES = frozenset({11, 26})
+_POSTGRES_DAMAGE_STATES = frozenset({"XX001", "XX002"})
+
+
+def damage_of(exc: BaseException) -> str | None:
+    """The database's own words when ``exc`` (a driver error, wrapped or not) reports a damaged
+    store; None for any other error."""
+    orig = getattr(exc, "orig", exc)
+    code = getattr(orig, "sqlite_errorcode", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code in _SQLITE_DAMAGE_CODES or state in _POSTGRES_DAMAGE_STATES:
+        return str(orig).splitlines()[0][:300] if str(orig) else type(orig).__name__
+    return None

@@ -18,6 +18,7 @@ from ledger.log.engines import (
     is_sqlite_url,
     sqlite_path,
 )
+from ledger.log.errors import StorageUnavailable
 from ledger.log.events import Catalogue
 from ledger.log.projector import Projector
 from ledger.log.records import Appended, NewEvent, RolloutState, StoredEvent
@@ -49,8 +50,11 @@ class LedgerStore:
         max_batch_bytes: int = 8 * 1024 * 1024,
         metrics: WriterMetrics | None = None,
         read_pool_size: int = 5,
+        read_only: bool = False,
     ) -> None:
         self.url = url
+        # A store opened to serve reads only (``ledger serve --read-only``): no writer runs.
+        self.read_only = read_only
         self.catalogue = catalogue
         self.projectors = list(projectors)
         self.is_sqlite = is_sqlite_url(url)
@@ -95,7 +99,8 @@ class LedgerStore:
         )
 
     async def open(self) -> None:
-        await self.writer.start()
+        if not self.read_only:
+            await self.writer.start()
 
     async def close(self) -> None:
         await self.writer.stop()
@@ -104,6 +109,10 @@ class LedgerStore:
             await self._sync_reader.close()
 
     async def execute(self, command: Command[T], *, size_hint: int = 0) -> T:
+        if self.read_only:
+            raise StorageUnavailable(
+                "this ledger serves reads only (ledger serve --read-only): writes are refused"
+            )
         return await self.writer.execute(command, size_hint=size_hint)
 
     async def append(self, event: NewEvent) -> Appended:

@@ -120,7 +120,7 @@ async def read_pages(
         after = rows[-1].seq
 
 
-def _chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | None:
+def chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | None:
     if row.seq != expected_seq:
         return f"seq {row.seq} found where {expected_seq} was expected (gap in the log)"
     if row.payload is not None and sha256_hex(row.payload.encode()) != row.payload_sha256:
@@ -146,7 +146,7 @@ async def verify_chain(
     prev_hash = GENESIS_HASH
     async for rows in read_pages(source, page=batch):
         for row in rows:
-            problem = _chain_problem(row, report.events + 1, prev_hash)
+            problem = chain_problem(row, report.events + 1, prev_hash)
             if problem is not None:
                 report.first_bad_seq = row.seq
                 report.problem = problem

@@ -23,7 +23,13 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ledger.log.errors import LedgerError, StorageUnavailable, WriterStopped
+from ledger.log.errors import (
+    LedgerError,
+    StorageDamaged,
+    StorageUnavailable,
+    WriterStopped,
+    damage_of,
+)
 from ledger.log.events import Catalogue
 from ledger.log.projector import Projector
 from ledger.log.rollout_cache import RolloutCache
@@ -157,6 +163,9 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._rollouts = RolloutCache()
+        # Set when the database reports damage: from then on no command is run (a damaged
+        # file must not take more writes) and /readyz fails, until the store is restored.
+        self.damaged: str | None = None
 
     async def start(self) -> None:
         if self._task is None:
@@ -171,6 +180,8 @@ class Writer:
 
     async def execute(self, command: Command[T], *, size_hint: int = 0) -> T:
         """Run ``command`` in the next batch; return once its commit is durable."""
+        if self.damaged is not None:
+            raise self._damaged_error()
         if self._task is None or self._stopping or self._task.done():
             raise WriterStopped("the ledger writer is not running")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -209,10 +220,13 @@ class Writer:
         try:
             result = await self._runner.run(lambda conn: self._apply(conn, batch))
         except BaseException as exc:  # the commit failed: no command in the batch happened
-            log.exception("ledger writer batch of %d failed", len(batch))
             if self._metrics is not None:
                 self._metrics.count_failed_batch()
-            error = translate_driver_error(exc)
+            error = self._translate(exc)
+            if isinstance(error, StorageDamaged):
+                log.error("ledger writer batch of %d failed: %s", len(batch), error.message)
+            else:
+                log.exception("ledger writer batch of %d failed", len(batch))
             for pending in batch:
                 if not pending.future.done():
                     pending.future.set_exception(error)
@@ -229,6 +243,19 @@ class Writer:
             else:
                 assert outcome.error is not None
                 pending.future.set_exception(outcome.error)
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        damage = damage_of(exc)
+        if damage is not None:
+            self.damaged = damage
+            return self._damaged_error()
+        return translate_driver_error(exc)
+
+    def _damaged_error(self) -> StorageDamaged:
+        return StorageDamaged(
+            f"the database is damaged ({self.damaged}); appends are stopped: restore it from "
+            "a backup (docs/operations.md, 'A damaged store')"
+        )
 
     def _apply(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
         try:
@@ -274,9 +301,7 @@ class Writer:
                     except Exception as exc:
                         savepoints.undo()
                         tx.rollback_to(before)
-                        result.outcomes.append(
-                            _Outcome(ok=False, error=translate_driver_error(exc))
-                        )
+                        result.outcomes.append(_Outcome(ok=False, error=self._translate(exc)))
                     else:
                         savepoints.keep()
                         result.outcomes.append(_Outcome(ok=True, value=value))

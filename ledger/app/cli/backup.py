@@ -24,6 +24,7 @@ from ledger.log.backup import (
     restore_sqlite,
 )
 from ledger.log.engines import is_sqlite_url, sqlite_path
+from ledger.log.witness import set_aside
 
 
 def _bar() -> Progress:
@@ -89,7 +90,8 @@ def backup(ctx: click.Context, dest: Path) -> None:
 def restore(ctx: click.Context, src: Path) -> None:
     """Restore a backup into an empty data directory (SQLite) or an empty database (PostgreSQL).
 
-    The restored log gets a new epoch: a mirror checkpoint of the old one is not trusted.
+    The restored log gets a new epoch: a mirror checkpoint of the old one is not trusted, and
+    the witness files of signed checkpoints are set aside.
     """
     settings = settings_from(ctx)
     url = settings.resolved_database_url
@@ -113,6 +115,12 @@ def restore(ctx: click.Context, src: Path) -> None:
 
     report, epoch = run_async(run)
     click.echo(_summary("restored", report))
+    # The restored log is a prefix of the one the checkpoints witnessed: rewound on purpose, so
+    # they are set aside (kept) instead of refusing the restored store as one that lost its tail.
+    for path in settings.witness_files:
+        moved = set_aside(path)
+        if moved is not None:
+            click.echo(f"checkpoints of the log before the restore set aside: {moved}")
     click.echo(f"new epoch {epoch}" if epoch else "no epoch yet: run `ledger db upgrade`")
 
 

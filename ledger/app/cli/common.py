@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from sqlalchemy.exc import DBAPIError
 
 from ledger.app.config import Settings
-from ledger.log.errors import LedgerError
+from ledger.log.errors import LedgerError, LogDamaged
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +30,28 @@ def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
     except LedgerError as exc:
         err.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)  # one copyable line
         raise SystemExit(1) from exc
+
+
+def run_check(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    """``run_async`` for the commands that check a store (``verify``, ``mirror verify``): what
+    a damaged store makes them meet is a FAIL line and exit status 1, never a traceback."""
+
+    async def runner() -> T:
+        return await coro_fn()
+
+    try:
+        return asyncio.run(runner())
+    except LogDamaged as exc:
+        click.echo(f"FAIL {exc.message}")
+    except DBAPIError as exc:
+        reason = str(exc.orig).splitlines()[0][:300] if str(exc.orig) else type(exc.orig).__name__
+        click.echo(
+            f"FAIL the database cannot be read ({reason}): the store is damaged; restore a "
+            "backup (docs/operations.md, 'A damaged store')"
+        )
+    except LedgerError as exc:
+        err.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
+    raise SystemExit(1)
 
 
 def settings_from(ctx: click.Context, **overrides: Any) -> Settings:

@@ -16,13 +16,32 @@ from rich.console import Console
 from rich.table import Table
 
 from ledger.app.areas import default_catalogue
-from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.app.cli.common import (
+    F,
+    database_options,
+    err,
+    run_async,
+    run_check,
+    settings_from,
+)
+from ledger.app.config import Settings
 from ledger.areas.proxy.cli import upstream_options
 from ledger.log import migrate
 from ledger.log.adhoc import run_readonly_query
 from ledger.log.errors import LedgerError
 from ledger.log.queries import read_events
 from ledger.log.rebuild import RebuildReport
+
+
+def skip_integrity_check_option(command: F) -> F:
+    """``--skip-integrity-check`` (serve, db check): the page check is the slow part."""
+    return click.option(
+        "--skip-integrity-check",
+        "integrity_check",
+        flag_value=False,
+        default=None,
+        help="Skip SQLite's PRAGMA quick_check at start (very large stores; docs/operations.md)",
+    )(command)
 
 
 @click.command()
@@ -54,6 +73,13 @@ from ledger.log.rebuild import RebuildReport
     default=None,
     help="Poll followed dirs instead of inotify (network filesystems)",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    default=None,
+    help="Serve reads only, even from a store the start-up check refuses [LEDGER_READ_ONLY]",
+)
+@skip_integrity_check_option
 @database_options
 @upstream_options
 @click.pass_context
@@ -67,8 +93,11 @@ def serve(
     workers: int,
     follow_capture_dirs: tuple[Path, ...],
     follow_force_polling: bool | None,
+    read_only: bool | None,
+    integrity_check: bool | None,
 ) -> None:
-    """Run the HTTP service (the database must be at the head revision)."""
+    """Run the HTTP service (the database must be at the head revision and pass the start-up
+    check: docs/operations.md, "A damaged store")."""
     import uvicorn
 
     from ledger.app.bootstrap import (
@@ -91,6 +120,8 @@ def serve(
         insecure=insecure,
         follow_capture_dirs=list(follow_capture_dirs) or None,
         follow_force_polling=follow_force_polling,
+        read_only=read_only,
+        integrity_check=integrity_check,
     )
     if settings.follow_capture_dirs and workers > 1:
         # One follower per directory: N workers would each tail it (safe, but N times the I/O).
@@ -103,6 +134,7 @@ def serve(
     if upgrade:
         _report_rebuild(run_async(lambda: upgrade_with_settings(settings)))
     run_async(lambda: ensure_database_ready(settings.resolved_database_url))
+    _refuse_a_damaged_store(settings, serving=True)
     try:
         ensure_control_token(settings)
     except LedgerError as exc:
@@ -123,7 +155,13 @@ def serve(
         )
         return
     # Worker processes build their settings from the environment: hand them this command's.
-    overrides = {**(ctx.obj or {}), "host": host, "port": port, "insecure": insecure}
+    overrides = {
+        **(ctx.obj or {}),
+        "host": host,
+        "port": port,
+        "insecure": insecure,
+        "read_only": read_only,
+    }
     os.environ.update(
         {
             # Mappings (--upstream) as JSON, which is how pydantic-settings reads them.
@@ -196,28 +234,76 @@ def db_current(ctx: click.Context) -> None:
 
 
 @db.command("check")
+@skip_integrity_check_option
 @database_options
 @click.pass_context
-def db_check(ctx: click.Context) -> None:
-    """Exit non-zero unless the database is at the head revision and every projection was
-    built by this version of the ledger."""
+def db_check(ctx: click.Context, integrity_check: bool | None) -> None:
+    """Exit non-zero unless the database is at the head revision, every projection was built
+    by this version of the ledger, and the store passes the start-up check of ``serve``."""
     from ledger.app.bootstrap import ensure_database_ready
 
-    settings = settings_from(ctx)
+    settings = settings_from(ctx, integrity_check=integrity_check)
     run_async(lambda: ensure_database_ready(settings.resolved_database_url))
+    _refuse_a_damaged_store(settings, serving=False)
     click.echo(f"database at head ({migrate.head_revision()})")
+
+
+def _refuse_a_damaged_store(settings: Settings, *, serving: bool) -> None:
+    """Print a FAIL line per problem of the start-up check; exit 1 unless serving read-only."""
+    from ledger.app.bootstrap import store_integrity_problems
+
+    problems = run_async(lambda: store_integrity_problems(settings))
+    if not problems:
+        return
+    for problem in problems:
+        click.echo(f"FAIL {problem}", err=True)
+    advice = (
+        "this store is not fit to take writes: run `ledger verify` for the full report, "
+        "restore a backup (`ledger restore`), or serve it read-only (`ledger serve "
+        "--read-only`); docs/operations.md, 'A damaged store'"
+    )
+    if serving and settings.read_only:
+        click.echo(f"serving read-only: {advice}", err=True)
+        return
+    click.echo(advice, err=True)
+    raise SystemExit(1)
 
 
 @click.command()
 @click.option("--skip-projections", is_flag=True, help="Check the hash chain only")
+@click.option(
+    "--checkpoint",
+    "checkpoint_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A checkpoint kept elsewhere (a witness file, or the JSON of "
+    "GET /v1/checkpoints/latest); repeatable",
+)
+@click.option(
+    "--public-key",
+    "public_key_file",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The key checkpoints are checked with (default: the data dir's signing key)",
+)
 @database_options
 @click.pass_context
-def verify(ctx: click.Context, skip_projections: bool) -> None:
-    """Recompute the hash chain; rebuild every projection from seq 0 and compare."""
-    from ledger.app.cli.verify_run import run_verify
+def verify(
+    ctx: click.Context,
+    skip_projections: bool,
+    checkpoint_files: tuple[Path, ...],
+    public_key_file: Path | None,
+) -> None:
+    """Compare the log with every signed checkpoint it can reach, recompute the hash chain,
+    check the fences, and rebuild every projection from seq 0 and compare."""
+    from ledger.app.cli.verify_run import CheckpointSources, run_verify
 
     settings = settings_from(ctx)
-    if not run_async(lambda: run_verify(settings, skip_projections=skip_projections)):
+    sources = CheckpointSources(
+        files=[*settings.witness_files, *checkpoint_files],
+        required=list(checkpoint_files),
+        public_key_file=public_key_file or settings.resolved_checkpoint_key_file,
+    )
+    if not run_check(lambda: run_verify(settings, sources, skip_projections=skip_projections)):
         raise SystemExit(1)
 
 

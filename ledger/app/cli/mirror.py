@@ -8,7 +8,7 @@ import click
 
 from ledger.app.areas import default_mirror_areas
 from ledger.app.bootstrap import opened_reader
-from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.app.cli.common import database_options, err, run_async, run_check, settings_from
 from ledger.app.config import Settings
 from ledger.log.errors import Conflict
 from ledger.log.queries import head_seq
@@ -65,7 +65,7 @@ def verify(ctx: click.Context) -> None:
             )
         return comparison, checkpoint
 
-    comparison, checkpoint = run_async(run)
+    comparison, checkpoint = run_check(run)
     _report(comparison, "compared")
     if comparison.differences:
         if checkpoint < comparison.head:

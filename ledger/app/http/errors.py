@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
-from ledger.log.errors import LedgerError
+from ledger.log.errors import LedgerError, damage_of
 from ledger.log.log_text import loggable
 
 log = logging.getLogger(__name__)
@@ -104,4 +104,8 @@ def install_error_handlers(app: FastAPI) -> None:
         # A read that reached a database in trouble (down, locked past busy_timeout): the
         # request may be retried; it is not the caller's fault and not a bug of ours.
         log.error("%s %s: database error: %s", request.method, loggable(request.url.path), exc.orig)
+        damage = damage_of(exc)
+        if damage is not None:
+            detail = f"the database is damaged ({damage}): it must be restored from a backup"
+            return ErrorResponse({"detail": detail}, status_code=503)
         return ErrorResponse({"detail": "database unavailable; retry later"}, status_code=503)

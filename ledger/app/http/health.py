@@ -24,6 +24,12 @@ async def healthz() -> dict[str, str]:
 async def readyz(ledger: LedgerDep) -> JSONResponse:
     """Ready when the database answers, its schema is at the head revision and every
     projection the server runs was built by its code (log/projection_versions.py)."""
+    damaged = ledger.store.writer.damaged
+    if damaged is not None:
+        return JSONResponse(
+            {"status": "unavailable", "detail": f"the database is damaged: {damaged}"},
+            status_code=503,
+        )
     try:
         async with ledger.store.read() as conn:
             # The revision first: an unmigrated database must say so, not "no such table".
@@ -38,7 +44,10 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
         return JSONResponse(
             {"status": "unavailable", "detail": f"database unreachable: {exc}"}, status_code=503
         )
-    return JSONResponse({"status": "ready", "revision": migrate.head_revision()})
+    body = {"status": "ready", "revision": migrate.head_revision()}
+    if ledger.store.read_only:
+        body["mode"] = "read-only"
+    return JSONResponse(body)
 
 
 @router.get("/metrics")

@@ -19,6 +19,7 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.queries import CallRow, read_capture_view
 from ledger.gym.capture_lines import serialize_capture_line
+from ledger.log.errors import LogDamaged
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
 from ledger.mirror.base import MirrorArea
@@ -86,9 +87,12 @@ class CaptureMirror:
 
 
 def _line_of(call: CallRow) -> bytes:
-    if call.payload is None or call.kind is None:
-        raise RuntimeError(
-            f"capture at seq {call.seq} has no payload (redacted in a live generation)"
+    if call.kind is None:  # the projection points at a seq the log no longer has
+        raise LogDamaged(f"the event at seq {call.seq} (a capture) is missing from the log")
+    if call.payload is None:
+        raise LogDamaged(
+            f"the capture at seq {call.seq} has no payload, but its generation is live "
+            "(compaction redacts ended generations only)"
         )
     return capture_line(call.kind, call.payload)
 
