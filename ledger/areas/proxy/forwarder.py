@@ -275,6 +275,7 @@ class Forwarder:
                         buffer.value(),
                         streaming=streaming,
                         outcome=outcome,
+                        response_over_limit=buffer.overflowed,
                     ),
                 )
         # An aborted answer returns without its final body message: the server then cuts the
@@ -380,6 +381,7 @@ class _Call:
         *,
         streaming: bool,
         outcome: _Outcome,
+        response_over_limit: bool = False,
     ) -> ObservedCall:
         """The observed call, ``started`` (perf_counter) to now."""
         elapsed = time.perf_counter() - started
@@ -400,6 +402,7 @@ class _Call:
             failure_category=outcome.failure,
             client_session_id=self.client_session_id,
             response_source="upstream" if status_code is not None else "local",
+            response_over_limit=response_over_limit,
         )
 
 
