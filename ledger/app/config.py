@@ -63,7 +63,11 @@ class Settings(BaseSettings):
     proxy_max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     proxy_max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     proxy_connect_timeout_s: float = Field(default=10.0, gt=0)
-    proxy_read_timeout_s: float = Field(default=600.0, gt=0)
+    # The longest silence from the upstream (and wait for a free connection): shorter than the
+    # OpenAI and Anthropic SDKs' own 600 s, so a hung upstream is the proxy's 504 (retried by
+    # the SDK), not the client's timeout; long enough for a long non-streaming answer, silent
+    # until it is whole (docs/proxy.md).
+    proxy_read_timeout_s: float = Field(default=300.0, gt=0)
     proxy_max_connections: int = Field(default=512, ge=1)
     # Captures appended by a niced process beside the server (areas/proxy/capture_process.py).
     proxy_capture_process: bool = Field(

@@ -32,7 +32,8 @@ class ObservedCall:
     # The status the upstream answered with; None when it never answered.
     status_code: int | None
     request_body: bytes
-    # What came back, as far as it was kept; None when it was not kept (over the size limit).
+    # What came back, as far as it was kept; None when nothing was kept: no answer came
+    # (``status_code`` None), or the answer was over the capture limit (``response_over_limit``).
     response_body: bytes | None
     streaming: bool
     # How the call ended when it did not end normally (client gone, timeout, connection).
@@ -40,6 +41,8 @@ class ObservedCall:
     client_session_id: str | None = None
     response_source: Literal["upstream", "local"] = "upstream"
     local_response_reason: str | None = None
+    # An answer came and its body was dropped at the capture limit (the client had it whole).
+    response_over_limit: bool = False
 
 
 def _parse_object(body: bytes) -> dict[str, Any] | None:

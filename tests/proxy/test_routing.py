@@ -25,7 +25,6 @@ from tests.proxy.support import (
     all_events,
     captured_ids,
     metric,
-    upstream_request_for,
     wait_for_calls,
 )
 from tests.support.fake_upstream import plan_for
@@ -35,15 +34,18 @@ pytestmark = pytest.mark.slow
 
 CHAT = "/v1/chat/completions"
 
+# A segment, and the id as the 400 names it (percent-decoded, escaped by repr).
 HOSTILE_IDS = [
-    pytest.param("x%0d%0ax-injected:%201", id="crlf"),
-    pytest.param("a%2Fb", id="encoded-slash"),
-    pytest.param("..%2F..%2Fescape", id="dot-dot"),
-    pytest.param("r%C3%B6llout", id="unicode"),
-    pytest.param("%2Ehidden", id="leading-dot"),
-    pytest.param("a%00b", id="nul"),
-    pytest.param("a%20b", id="space"),
-    pytest.param("x" * 201, id="too-long"),
+    pytest.param("a%0d%0ab", r"'a\r\nb'", id="crlf"),
+    pytest.param("x%0d%0ax-injected:%201", r"'x\r\nx-injected: 1'", id="crlf-header"),
+    pytest.param("a%2Fb", "'a/b'", id="encoded-slash"),
+    pytest.param("..%2F..%2Fescape", "'../../escape'", id="dot-dot"),
+    pytest.param("r%C3%B6llout", "'r\u00f6llout'", id="unicode"),
+    pytest.param("r%FFllout", r"'r\\xffllout'", id="not-utf8"),
+    pytest.param("%2Ehidden", "'.hidden'", id="leading-dot"),
+    pytest.param("a%00b", r"'a\x00b'", id="nul"),
+    pytest.param("a%20b", "'a b'", id="space"),
+    pytest.param("x" * 201, "'" + "x" * 200 + "'", id="too-long"),
 ]
 
 
@@ -52,23 +54,30 @@ def _mirror_names(proxy: Proxy) -> list[str]:
     return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
 
 
-@pytest.mark.parametrize("segment", HOSTILE_IDS)
-def test_hostile_rollout_id_is_forwarded_uncorrelated(proxy: Proxy, segment: str) -> None:
+@pytest.mark.parametrize(("segment", "shown"), HOSTILE_IDS)
+@pytest.mark.parametrize("path", [CHAT, "/v1/messages"])
+def test_hostile_rollout_id_is_a_400_naming_it(
+    proxy: Proxy, segment: str, shown: str, path: str
+) -> None:
     marker = uuid.uuid4().hex
-    uncorrelated = metric(proxy, "ledger_proxy_uncorrelated_calls_total")
-    url = httpx.URL(f"{proxy.url}/ng-rollout/{segment}{CHAT}")
-    body = {"model": "plain", "messages": [{"role": "user", "content": marker}]}
+    refused = metric(proxy, "ledger_proxy_refused_calls_total")
+    upstream_failures = metric(proxy, "ledger_proxy_upstream_failures_total")
+    url = httpx.URL(f"{proxy.url}/ng-rollout/{segment}{path}")
+    body = {"model": "plain", "max_tokens": 8, "messages": [{"role": "user", "content": marker}]}
     response = httpx.post(url, json=body)
-    assert response.status_code == 200
-    assert response.json()["choices"][0]["message"]["content"] == "Hello from the fake upstream."
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(f"Invalid rollout id: {shown} (Gym's charset ")
+    assert "\r" not in error["message"] and "\n" not in error["message"]
+    if path == "/v1/messages":
+        assert response.json()["type"] == "error"  # Anthropic's shape, for its SDK
     assert MODEL_CALL_ID_HEADER not in response.headers
-    assert metric(proxy, "ledger_proxy_uncorrelated_calls_total") == uncorrelated + 1
-    # The id reached no upstream header and no path; nothing was captured or named after it.
-    received = upstream_request_for(proxy, CHAT, marker)
-    assert received["raw_path"] == CHAT
-    for name, value in received["headers"]:
-        assert "injected" not in name + value and "\r" not in value and "\n" not in value
-        assert "ng-rollout" not in value
+    # Counted as the client's mistake, not the upstream's.
+    assert metric(proxy, "ledger_proxy_refused_calls_total") == refused + 1
+    assert metric(proxy, "ledger_proxy_upstream_failures_total") == upstream_failures
+    # Nothing went upstream, nothing was captured or named after the id, nothing logged it.
+    assert not [r for r in proxy.upstream.requests() if marker in r["body"]]
     assert all(is_valid_rollout_id(name.split(".capture.")[0]) for name in _mirror_names(proxy))
     assert "injected" not in proxy.server.log_path.read_text()
 
@@ -97,12 +106,14 @@ def test_unprefixed_calls_are_forwarded_and_never_captured(proxy: Proxy) -> None
 
 
 def test_unknown_upstream_is_a_404_naming_the_configured_ones(proxy: Proxy) -> None:
+    refused = metric(proxy, "ledger_proxy_refused_calls_total")
     response = httpx.post(
         f"{proxy.url}/ng-rollout/r1/upstreams/nope/v1/messages", json={"model": "plain"}
     )
     assert response.status_code == 404
     assert response.json()["type"] == "error"  # Anthropic's error shape on /v1/messages
     assert "fake, dead" in response.json()["error"]["message"]
+    assert metric(proxy, "ledger_proxy_refused_calls_total") == refused + 1
 
 
 def test_named_upstream_route_is_captured_with_that_model_ref(proxy: Proxy) -> None:

@@ -6,8 +6,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import ModuleType
 
+import anthropic
 import httpx
+import openai
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
@@ -39,6 +42,17 @@ def test_bad_upstreams_are_refused_naming_the_problem(
 ) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Settings(upstreams=upstreams)
+
+
+@pytest.mark.parametrize("sdk", [openai, anthropic], ids=["openai", "anthropic"])
+def test_default_read_timeout_answers_a_hung_upstream_before_the_sdk_gives_up(
+    sdk: ModuleType,
+) -> None:
+    # The SDK gives up after a silence of its own read timeout; the proxy's must end first, so
+    # the client gets the proxy's 504 (which the SDK retries) and the capture says timeout.
+    sdk_read_timeout = sdk.DEFAULT_TIMEOUT.read
+    assert isinstance(sdk_read_timeout, float | int)
+    assert Settings.model_fields["proxy_read_timeout_s"].default < sdk_read_timeout
 
 
 def test_key_env_must_name_a_configured_upstream() -> None:

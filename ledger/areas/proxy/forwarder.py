@@ -38,6 +38,7 @@ from ledger.areas.proxy.upstream_client import (
 from ledger.areas.proxy.upstreams import Upstream
 from ledger.gym.dialects import MODEL_CALL_ID_HEADER, SESSION_ID_HEADER
 from ledger.gym.error_categories import exception_category
+from ledger.gym.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN
 from ledger.gym.observed_calls import ObservedCall
 from ledger.gym.sse import is_event_stream
 
@@ -157,16 +158,26 @@ class Forwarder:
         try:
             target = parse_target(raw_path)
         except TargetNotFound as exc:
-            await send_error(send, 404, str(exc), anthropic_style=False)
+            await self._refuse(send, 404, "no_route", str(exc), anthropic=False)
             return
         anthropic = is_anthropic_style(target.dialect, target.raw_path)
+        if target.invalid_rollout_id is not None:
+            # repr escapes CR/LF and any control character: the id is named, never replayed.
+            shown = target.invalid_rollout_id[:MAX_ROLLOUT_ID_LENGTH]
+            message = (
+                f"Invalid rollout id: {shown!r} (Gym's charset"
+                f" {ROLLOUT_ID_PATTERN.pattern.strip('^$')}, at most {MAX_ROLLOUT_ID_LENGTH}"
+                " characters)"
+            )
+            await self._refuse(send, 400, "invalid_rollout_id", message, anthropic=anthropic)
+            return
         if self._ingest_token is not None and not client_presents(headers, self._ingest_token):
             message = "missing or invalid ingest token (send it as the client's API key)"
-            await send_error(send, 401, message, anthropic_style=anthropic)
+            await self._refuse(send, 401, "unauthorized", message, anthropic=anthropic)
             return
         upstream = self._upstream(target.upstream)
         if isinstance(upstream, str):
-            await send_error(send, 404, upstream, anthropic_style=anthropic)
+            await self._refuse(send, 404, "unknown_upstream", upstream, anthropic=anthropic)
             return
         if _declared_length(headers) > self._limits.max_request_bytes:
             await self._too_large(send, anthropic)
@@ -179,22 +190,40 @@ class Forwarder:
             return
         except _BodyTimedOut:
             message = f"request body not received within {self._limits.body_timeout_s:g} s"
-            close = [(b"connection", b"close")]
-            await send_error(send, 408, message, anthropic_style=anthropic, extra_headers=close)
+            await self._refuse(
+                send,
+                408,
+                "body_timeout",
+                message,
+                anthropic=anthropic,
+                extra_headers=[(b"connection", b"close")],
+            )
             return
         if body is None:
             await self._too_large(send, anthropic)
             return
-        if target.refused_rollout_id:
-            # Never the id itself: it may carry CRLF or anything else a log must not.
-            log.warning("a /ng-rollout/ call with an invalid rollout id is forwarded uncaptured")
-            self._metrics.uncorrelated.inc()
         await self._forward(scope, receive, send, target, upstream, headers, body, anthropic)
 
     async def _too_large(self, send: Send, anthropic: bool) -> None:
         limit = self._limits.max_request_bytes
         message = f"request body exceeds the proxy limit of {limit} bytes"
-        await send_error(send, 413, message, anthropic_style=anthropic)
+        await self._refuse(send, 413, "request_too_large", message, anthropic=anthropic)
+
+    async def _refuse(
+        self,
+        send: Send,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        anthropic: bool,
+        extra_headers: RawHeaders | None = None,
+    ) -> None:
+        """Answer the client's mistake ourselves, and count it (never as an upstream's)."""
+        self._metrics.refused_calls.labels(reason=reason).inc()
+        await send_error(
+            send, status, message, anthropic_style=anthropic, extra_headers=extra_headers
+        )
 
     async def _forward(
         self,
@@ -275,6 +304,7 @@ class Forwarder:
                         buffer.value(),
                         streaming=streaming,
                         outcome=outcome,
+                        response_over_limit=buffer.overflowed,
                     ),
                 )
         # An aborted answer returns without its final body message: the server then cuts the
@@ -380,6 +410,7 @@ class _Call:
         *,
         streaming: bool,
         outcome: _Outcome,
+        response_over_limit: bool = False,
     ) -> ObservedCall:
         """The observed call, ``started`` (perf_counter) to now."""
         elapsed = time.perf_counter() - started
@@ -400,6 +431,7 @@ class _Call:
             failure_category=outcome.failure,
             client_session_id=self.client_session_id,
             response_source="upstream" if status_code is not None else "local",
+            response_over_limit=response_over_limit,
         )
 
 

@@ -13,9 +13,12 @@ class ProxyMetrics:
             ["upstream", "dialect", "captured"],
             registry=registry,
         )
-        self.uncorrelated = Counter(
-            "ledger_proxy_uncorrelated_calls",
-            "Prefixed calls forwarded uncaptured because the rollout id is outside Gym's charset",
+        self.refused_calls = Counter(
+            "ledger_proxy_refused_calls",
+            "Calls the proxy answered itself with a 4xx, never forwarded: the client's request"
+            " was wrong (reason: invalid_rollout_id, no_route, unknown_upstream, unauthorized,"
+            " request_too_large, body_timeout)",
+            ["reason"],
             registry=registry,
         )
         self.upstream_failures = Counter(

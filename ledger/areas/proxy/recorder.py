@@ -3,10 +3,14 @@
 A capture never fails or delays a model response. Answered calls wait in a bounded queue; one
 task hands whatever is waiting as one batch to the sink (capture_sink.py: the same validation
 and write command as ``POST /v1/model-calls/batch``; by default in the capture process,
-capture_process.py), so under load a writer transaction carries many captures, not one. A
-capture that fails (refused, the database down, the queue full) is logged and counted, and its
-rollout is marked incomplete (Gym's ``<id>.capture.incomplete``). Shutdown appends what is
-still queued.
+capture_process.py), so under load a writer transaction carries many captures, not one.
+
+Only a capture that could not be stored whole marks its rollout incomplete (Gym's
+``<id>.capture.incomplete``), logged and counted with its own reason: one that failed (refused,
+the database down, the queue full), or an answer over the capture limit (stored without its
+body). A call the upstream never answered (a timeout, an unreachable upstream, a broken status
+line or headers) is captured whole: its category says what happened, and the forwarder has
+logged and counted the upstream's failure. Shutdown appends what is still queued.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ class CaptureRecorder:
                 )
                 continue
             self._metrics.captures.inc()
-            if queued.call.response_body is None:
+            if queued.call.response_over_limit:
                 log.warning(
                     "model call %s (rollout %s): response over the capture limit, kept no body",
                     queued.call.model_call_id,

@@ -42,9 +42,9 @@ class _ProxyFront:
 
     Matched by prefix, not by a Starlette path pattern: those are regexes whose ``.`` stops at
     a newline, so a percent-encoded CRLF in a rollout id would fall through to a plain 404
-    instead of being forwarded uncorrelated as Gym does. The forwarder parses the raw path
-    itself. It is served in front of the app's middleware, so the forwarder bounds and times
-    the body read itself (``ProxyLimits``).
+    instead of the 400 that names the id. The forwarder parses the raw path itself. It is
+    served in front of the app's middleware, so the forwarder bounds and times the body read
+    itself (``ProxyLimits``).
     """
 
     def claims(self, scope: Scope) -> bool:

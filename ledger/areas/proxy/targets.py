@@ -3,9 +3,9 @@
 Paths are read from the raw request target, one segment at a time, so a percent-encoded slash
 stays inside its segment and cannot move the routing. The grammar is
 ``[/ng-rollout/<rollout_id>][/upstreams/<name>]/v1/<rest>``. A rollout id outside Gym's charset
-(CRLF, a slash, anything non-ASCII after percent-decoding...) does what Gym's middleware does
-with an id it cannot publish: the call goes out uncorrelated, and the id is dropped here, so it
-never reaches a header, a log line or a file name.
+(CRLF, a slash, anything non-ASCII after percent-decoding...) is the client's mistake: the call
+is refused (400) and goes nowhere, so the id never reaches a header, a log line or a file name;
+the refusal names it only escaped (``repr``), inside a JSON body.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ class TargetNotFound(ValueError):
 class Target:
     # The Gym-charset rollout id, or None: unprefixed, or the prefix carried an invalid id.
     rollout_id: str | None
-    # True when a prefix was present but its id was refused (forwarded uncorrelated).
-    refused_rollout_id: bool
+    # The prefix's id when it is outside Gym's charset, percent-decoded (the call is refused).
+    invalid_rollout_id: str | None
     # The upstream segment as given (percent-decoded), or None for the default upstream.
     upstream: str | None
     # ``/v1/...`` exactly as the client sent it (still percent-encoded).
@@ -49,7 +49,7 @@ def parse_target(raw_path: bytes) -> Target:
         raise TargetNotFound("not a proxy path")
     position = 1
     rollout_id: str | None = None
-    refused = False
+    invalid: str | None = None
     if len(segments) > position and segments[position] == _PREFIX:
         if len(segments) <= position + 1:
             raise TargetNotFound("expected /ng-rollout/<rollout_id>/...")
@@ -57,7 +57,8 @@ def parse_target(raw_path: bytes) -> Target:
         if candidate is not None and is_valid_rollout_id(candidate):
             rollout_id = candidate
         else:
-            refused = True
+            decoded = unquote_to_bytes(segments[position + 1])
+            invalid = decoded.decode("utf-8", errors="backslashreplace")
         position += 2
     upstream: str | None = None
     if len(segments) > position and segments[position] == _UPSTREAMS:
@@ -71,7 +72,7 @@ def parse_target(raw_path: bytes) -> Target:
     dialect = dialect_of_path(unquote(rest.decode("latin-1")))
     return Target(
         rollout_id=rollout_id,
-        refused_rollout_id=refused,
+        invalid_rollout_id=invalid,
         upstream=upstream,
         raw_path=rest,
         dialect=dialect,
