@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     control_token: SecretStr | None = None
     ingest_token: SecretStr | None = None
     read_token: SecretStr | None = None
+    # Accepted on /metrics besides the read token (docs/operations.md, "Tokens").
+    metrics_token: SecretStr | None = None
     insecure: bool = Field(
         default=False, description="allow a non-loopback bind without ingest/read tokens"
     )
@@ -135,7 +137,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:
         # An empty token in the environment means "unset", never "accept an empty bearer".
-        for name in ("control_token", "ingest_token", "read_token"):
+        for name in ("control_token", "ingest_token", "read_token", "metrics_token"):
             value = getattr(self, name)
             if value is not None and not value.get_secret_value():
                 setattr(self, name, None)

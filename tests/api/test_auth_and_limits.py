@@ -1,4 +1,5 @@
-"""Bearer tokens on /v1 reads and writes, the body size limit, and bad bodies (never a 500).
+"""Bearer tokens on /v1 reads and writes and on /metrics and the API document, the body size
+limit, and bad bodies (never a 500).
 
 There are no /v1 write routes in the foundation yet, so a probe route using the real
 ``IngestAuth`` dependency and a real pydantic body is mounted on the real app.
@@ -84,9 +85,70 @@ async def test_reads_pass_with_the_read_token(guarded: httpx.AsyncClient, path: 
     assert response.status_code == (404 if "rollouts" in path else 200)
 
 
-async def test_operations_routes_need_no_token(guarded: httpx.AsyncClient) -> None:
-    for path in ("/healthz", "/readyz", "/metrics"):
+async def test_health_routes_need_no_token(guarded: httpx.AsyncClient) -> None:
+    for path in ("/healthz", "/readyz"):
         assert (await guarded.get(path)).status_code == 200
+
+
+# The Prometheus text, the OpenAPI document and its two renderings tell what the ledger runs.
+DOCUMENT_PATHS = ["/openapi.json", "/docs", "/redoc"]
+OPERATIONS_PATHS = ["/metrics", *DOCUMENT_PATHS]
+
+
+@pytest.mark.parametrize("path", OPERATIONS_PATHS)
+@pytest.mark.parametrize("headers", BAD_HEADERS)
+async def test_metrics_and_the_api_document_need_the_read_token_when_set(
+    guarded: httpx.AsyncClient, path: str, headers: dict[str, str]
+) -> None:
+    response = await guarded.get(path, headers=headers)
+    assert response.status_code == 401
+    assert "bearer token" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("path", OPERATIONS_PATHS)
+async def test_metrics_and_the_api_document_pass_with_the_read_token(
+    guarded: httpx.AsyncClient, path: str
+) -> None:
+    response = await guarded.get(path, headers={"Authorization": "Bearer read-secret"})
+    assert response.status_code == 200
+    assert ("ledger_" if path == "/metrics" else "Rollout ledger") in response.text
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", *OPERATIONS_PATHS])
+async def test_operations_routes_are_open_without_a_read_token(
+    open_probe: httpx.AsyncClient, path: str
+) -> None:
+    assert (await open_probe.get(path)).status_code == 200
+
+
+@pytest.fixture
+async def scraped(database_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = make_settings(
+        tmp_path, database_url, read_token="read-secret", metrics_token="metrics-secret"
+    )
+    async with running_app(settings, add_probe_route) as (_app, http):
+        yield http
+
+
+async def test_the_metrics_token_reads_metrics_and_nothing_else(
+    scraped: httpx.AsyncClient,
+) -> None:
+    scraper = {"Authorization": "Bearer metrics-secret"}
+    assert (await scraped.get("/metrics", headers=scraper)).status_code == 200
+    reader = {"Authorization": "Bearer read-secret"}
+    assert (await scraped.get("/metrics", headers=reader)).status_code == 200
+    assert (await scraped.get("/metrics")).status_code == 401
+    for path in [*DOCUMENT_PATHS, *READ_PATHS]:
+        assert (await scraped.get(path, headers=scraper)).status_code == 401, path
+
+
+async def test_a_metrics_token_alone_guards_metrics_only(database_url: str, tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, database_url, metrics_token="metrics-secret")
+    async with running_app(settings, add_probe_route) as (_app, http):
+        assert (await http.get("/metrics")).status_code == 401
+        scraper = {"Authorization": "Bearer metrics-secret"}
+        assert (await http.get("/metrics", headers=scraper)).status_code == 200
+        assert (await http.get("/openapi.json")).status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
+from ledger.areas.viewer.rollout_query import CALLS_PER_PAGE, EVENTS_PER_PAGE
 from ledger.gym.lineage import CONTROL_ROUTE_PREFIX
 from tests.conftest import CONTROL_HEADERS
 from tests.support import viewer_data as data
@@ -120,6 +121,13 @@ async def test_bad_overview_parameters_are_a_400_naming_them(
 async def test_rollout_and_payload_errors(filled: httpx.AsyncClient) -> None:
     assert (await filled.get("/ui/rollouts/nope")).status_code == 404
     assert (await filled.get("/ui/rollouts/a%20b")).status_code == 400
+    for bad, name in [
+        ("calls_from=-1", "calls_from: expected a call index"),
+        ("calls_from=99999999999", "calls_from: expected a call index"),
+        ("events_before=x", "events_before: expected an event seq"),
+    ]:
+        reply = await filled.get(f"/ui/rollouts/run-01?{bad}")
+        assert reply.status_code == 400 and name in reply.text, bad
     assert (await filled.get("/ui/rollouts/run-01/calls/9/payload")).status_code == 404
     assert (await filled.get("/ui/rollouts/run-01/calls/-1/payload")).status_code == 400
     assert (await filled.get("/ui/rollouts/run-01/calls/1/payload?fragment=1")).status_code == 200
@@ -180,3 +188,114 @@ async def test_the_read_token_protects_the_pages(guarded: httpx.AsyncClient) -> 
     header = {"Authorization": "Bearer read-secret"}
     assert (await guarded.get("/ui/", headers=header)).status_code == 200
     assert (await guarded.get("/ui/")).status_code == 303
+
+
+# A page of calls is ~1.5 KB a call; the bound leaves room for the rest of the page, and is
+# far below what 3,000 calls render to (~5 MB) when they are not paged.
+PAGE_BYTES_BOUND = 600_000
+
+
+def _failing(index: int) -> bool:
+    return index % 7 == 3
+
+
+async def _fill_calls(client: httpx.AsyncClient, rollout_id: str, count: int) -> None:
+    for start in range(0, count, 1000):
+        items = [
+            {
+                "rollout_id": rollout_id,
+                "exchange": data.exchange(
+                    f"{rollout_id}-{i}",
+                    data.T0 + i,
+                    data.T0 + i + 0.5,
+                    status_code=500 if _failing(i) else 200,
+                ),
+            }
+            for i in range(start, min(count, start + 1000))
+        ]
+        reply = await client.post("/v1/model-calls/batch", json={"items": items})
+        reply.raise_for_status()
+        assert {r["status"] for r in reply.json()["results"]} == {201}
+
+
+def _pager_link(text: str, name: str) -> str | None:
+    found = re.search(rf'<a href="([^"]+)" data-pager="{name}">', text)
+    return None if found is None else found.group(1).replace("&amp;", "&")
+
+
+def _call_rows(text: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr id="call-\d+" data-call="(\d+)">', text)]
+
+
+def _event_rows(text: str) -> list[int]:
+    events = text[text.index('<table id="events">') :]
+    return [int(seq) for seq in re.findall(r'<tr><td class="num">(\d+)</td>', events)]
+
+
+async def test_a_long_rollout_renders_in_bounded_bytes_and_pages_to_the_rest(
+    client: httpx.AsyncClient,
+) -> None:
+    # Not a whole number of pages: the last page of calls and the oldest of events are short.
+    few, many = 3 * CALLS_PER_PAGE, 30 * CALLS_PER_PAGE + 7
+    await _fill_calls(client, "few", few)
+    await _fill_calls(client, "many", many)
+    first_few = await client.get("/ui/rollouts/few")
+    first_many = await client.get("/ui/rollouts/many")
+    assert first_few.status_code == first_many.status_code == 200
+    # Ten times the calls, the same page: its size does not grow with the rollout.
+    assert len(first_few.content) < PAGE_BYTES_BOUND
+    assert len(first_many.content) < PAGE_BYTES_BOUND
+    assert len(first_many.content) < 1.05 * len(first_few.content)
+    # The facts count the whole rollout; the timeline draws the page's calls.
+    failed = sum(1 for i in range(many) if _failing(i))
+    assert f"<dd>{many:,} ({failed:,} failed, 0 truncated, 0 pending)</dd>" in first_many.text
+    assert first_many.text.count('data-kind="call"') == CALLS_PER_PAGE
+    assert 'id="timeline-scope"' in first_many.text
+    assert _pager_link(first_many.text, "calls-previous") is None
+
+    # "Next calls" walks every call once, in order, a page at a time; "Previous" goes back.
+    seen: list[int] = []
+    url: str | None = "/ui/rollouts/many"
+    pages = 0
+    while url is not None:
+        reply = await client.get(url)
+        assert reply.status_code == 200, url
+        rows = _call_rows(reply.text)
+        assert 0 < len(rows) <= CALLS_PER_PAGE
+        assert len(reply.content) < PAGE_BYTES_BOUND
+        seen.extend(rows)
+        pages += 1
+        if pages == 2:
+            back = _pager_link(reply.text, "calls-previous")
+            assert back is not None
+            assert _call_rows((await client.get(back)).text) == list(range(CALLS_PER_PAGE))
+        url = _pager_link(reply.text, "calls-next")
+    assert seen == list(range(many))
+    assert pages == 31
+
+    # The events: the newest page first, "Older events" down to the first, "Newer" back up,
+    # each event on exactly one page.
+    every = (await client.get("/v1/events?rollout_id=many&limit=1000")).json()["events"]
+    while len(every) < many:
+        after = every[-1]["seq"]
+        more = await client.get(f"/v1/events?rollout_id=many&after={after}&limit=1000")
+        every.extend(more.json()["events"])
+    seqs = [e["seq"] for e in every]
+    newest = _event_rows(first_many.text)
+    assert newest == seqs[-EVENTS_PER_PAGE:]
+    collected = newest
+    older = _pager_link(first_many.text, "events-older")
+    oldest_page = first_many.text
+    while older is not None:
+        reply = await client.get(older)
+        assert len(reply.content) < PAGE_BYTES_BOUND
+        collected = _event_rows(reply.text) + collected
+        oldest_page, older = reply.text, _pager_link(reply.text, "events-older")
+    assert collected == seqs
+    climbed = _event_rows(oldest_page)
+    newer = _pager_link(oldest_page, "events-newer")
+    while newer is not None:
+        reply = await client.get(newer)
+        climbed += _event_rows(reply.text)
+        newer = _pager_link(reply.text, "events-newer")
+    assert climbed == seqs

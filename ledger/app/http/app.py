@@ -39,6 +39,8 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
         version=ledger.__version__,
         description="Append-only, event-sourced ledger for RL rollout evidence (NeMo Gym).",
         lifespan=lifespan,
+        # install_openapi serves the document and its pages behind the read token.
+        openapi_url=None,
     )
     install_error_handlers(app)
     install_openapi(app)

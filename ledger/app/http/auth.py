@@ -54,6 +54,21 @@ async def require_read(request: Request) -> None:
         raise Unauthorized("missing or invalid read bearer token")
 
 
+async def require_metrics(request: Request) -> None:
+    """``/metrics``: open when neither the read token nor the metrics token is set; else
+    either one. A scraper can hold a token that reads no rollout (``LEDGER_METRICS_TOKEN``)."""
+    settings = get_ledger(request).settings
+    tokens = [t.get_secret_value() for t in (settings.read_token, settings.metrics_token) if t]
+    if not tokens:
+        return
+    header = authorization_of(request)
+    # Every token is compared (no early exit), so the time does not tell which one was close.
+    matches = [bearer_matches(header, token) for token in tokens]
+    if not any(matches):
+        raise Unauthorized("missing or invalid read or metrics bearer token")
+
+
 ControlAuth = Annotated[None, Depends(require_control)]
 IngestAuth = Annotated[None, Depends(require_ingest)]
 ReadAuth = Annotated[None, Depends(require_read)]
+MetricsAuth = Annotated[None, Depends(require_metrics)]

@@ -1,4 +1,5 @@
-"""Operations: liveness, readiness, Prometheus metrics."""
+"""Operations: liveness, readiness (open: load balancers ask them), Prometheus metrics (behind
+the read or metrics token when one is set)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ledger.app.http.auth import MetricsAuth
 from ledger.app.http.deps import LedgerDep
 from ledger.log import migrate
 from ledger.log.errors import LedgerError
@@ -51,5 +53,5 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics(ledger: LedgerDep) -> Response:
+async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
     return Response(ledger.metrics.render(), media_type=CONTENT_TYPE_LATEST)

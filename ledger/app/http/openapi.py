@@ -6,6 +6,9 @@ nothing in the document resolves. ``install_openapi`` moves them into
 ``components/schemas``. Error statuses every route of a kind can answer (a refused Host, a
 missing token, a body that is too large, not JSON or invalid) are added here; the ones that
 depend on the route (404, 409, 410) are declared on the route with ``error_responses``.
+
+The document and its two renderings (``/docs``, ``/redoc``) are served here rather than by
+FastAPI, so that they take the read token like every read (FastAPI's own routes take none).
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from ledger.app.http.auth import ReadAuth
 
 ERROR_SCHEMA_NAME = "ErrorBody"
 ERROR_SCHEMA: dict[str, Any] = {
@@ -33,7 +40,9 @@ DESCRIPTIONS = {
     415: "the body is not JSON (content-type must be application/json)",
     422: "invalid body or parameter (the first problems, named)",
 }
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# Load balancers ask these two without a token; /metrics takes the read or metrics token.
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
+OPENAPI_URL = "/openapi.json"
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -104,7 +113,9 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
 
 
 def install_openapi(app: FastAPI) -> None:
-    """Serve ``build_openapi`` (built once, on the first request for it)."""
+    """Serve ``build_openapi`` (built once, on the first request for it) at ``/openapi.json``,
+    rendered at ``/docs`` and ``/redoc``, all three behind the read token when it is set. The
+    app must be made with ``openapi_url=None`` (and so without FastAPI's own docs routes)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -112,3 +123,16 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    async def document(_auth: ReadAuth) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    async def swagger_ui(_auth: ReadAuth) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=OPENAPI_URL, title=f"{app.title} - Swagger UI")
+
+    async def redoc(_auth: ReadAuth) -> HTMLResponse:
+        return get_redoc_html(openapi_url=OPENAPI_URL, title=f"{app.title} - ReDoc")
+
+    app.add_api_route(OPENAPI_URL, document, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/docs", swagger_ui, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/redoc", redoc, methods=["GET"], include_in_schema=False)

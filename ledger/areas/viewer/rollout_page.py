@@ -1,25 +1,69 @@
 """``/ui/rollouts/{id}``: one rollout (timeline, calls, tools, invocation tree with its gaps,
-manifest and fence, events). Request and response bodies are loaded on demand."""
+manifest and fence, events). Request and response bodies are loaded on demand.
+
+The calls and the events are paged (``?calls_from=<call index>&events_before=<seq>``, plain
+links, no script needed); the facts card counts the whole rollout."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from ledger.areas.viewer.markup import Html, html, join, number
+from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
 from ledger.areas.viewer.rollout_query import (
+    CALLS_PER_PAGE,
+    EVENTS_PER_PAGE,
     Call,
     Gap,
+    InvalidRolloutQuery,
     Invocation,
+    PageAt,
     RolloutDetail,
     ToolCall,
 )
 from ledger.areas.viewer.timeline import call_owners, invocation_order, timeline_svg
 from ledger.areas.viewer.verdicts import Judgement, health_rules
+
+# The health section lists at most this many findings that are not shown under a call row.
+FINDINGS_SHOWN = 100
+# call_index is a 32-bit integer on both backends.
+MAX_CALL_INDEX = 2**31 - 1
+
+
+def _cursor(params: Mapping[str, str], name: str, ceiling: int, what: str) -> int | None:
+    text = params.get(name) or None
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) > ceiling:
+        raise InvalidRolloutQuery(f"{name}: expected {what} (a non-negative integer)")
+    return int(text)
+
+
+def parse_page_at(params: Mapping[str, str]) -> PageAt:
+    """Where the rollout page starts, checked: a bad value is a 400 naming the parameter."""
+    return PageAt(
+        calls_from=_cursor(params, "calls_from", MAX_CALL_INDEX, "a call index"),
+        events_before=_cursor(params, "events_before", MAX_SEQ, "an event seq"),
+    )
+
+
+def page_url(
+    rollout_id: str, at: PageAt, anchor: str, *, calls_from: int | None, events_before: int | None
+) -> str:
+    """The rollout page at other pages (``calls_from``/``events_before`` replace ``at``'s
+    when given; 0 for the first calls / the newest events), scrolled to ``anchor``."""
+    calls = at.calls_from if calls_from is None else calls_from
+    events = at.events_before if events_before is None else events_before
+    return (
+        rollout_url(rollout_id)
+        + query(calls_from=calls or None, events_before=events or None)
+        + f"#{anchor}"
+    )
 
 
 def payload_url(rollout_id: str, call_index: int) -> str:
@@ -97,7 +141,7 @@ def _calls_table(
                 src=payload_url(d.rollout_id, c.call_index),
             )
         )
-    for model_call_id in d.pending:
+    for model_call_id in d.pending if d.calls_next is None else []:
         rows.append(
             html(
                 '<tr class="pending"><td>–</td><td colspan="2">{id}</td>'
@@ -109,15 +153,84 @@ def _calls_table(
     if not rows:
         rows.append(Html('<tr><td colspan="13" class="muted">No model call captured.</td></tr>'))
     return html(
-        '<div class="table-wrap"><table id="calls"><thead><tr><th scope="col" class="num">#</th>'
+        '{pager}<div class="table-wrap"><table id="calls"><thead><tr>'
+        '<th scope="col" class="num">#</th>'
         '<th scope="col">Model</th><th scope="col">Invocation</th><th scope="col">Status</th>'
         '<th scope="col">Finish</th><th scope="col">Error category</th>'
         '<th scope="col" class="num">Tokens in</th><th scope="col" class="num">Out</th>'
         '<th scope="col" class="num">Cached</th><th scope="col" class="num">Reasoning</th>'
         '<th scope="col" class="num">TTFT ms</th><th scope="col" class="num">Latency ms</th>'
-        '<th scope="col" class="num">Event</th></tr></thead><tbody>{rows}</tbody></table></div>',
+        '<th scope="col" class="num">Event</th></tr></thead><tbody>{rows}</tbody></table></div>'
+        "{pending_more}{pager}",
         rows=join(rows),
+        pager=_calls_pager(d),
+        pending_more=(
+            html(
+                '<p class="muted">{n} more pending calls are not listed.</p>',
+                n=d.pending_count - len(d.pending),
+            )
+            if d.calls_next is None and d.pending_count > len(d.pending)
+            else ""
+        ),
     )
+
+
+def _calls_pager(d: RolloutDetail) -> Html:
+    if not d.paged:
+        return Html("")
+    shown = (
+        f"Calls #{d.calls[0].call_index} to #{d.calls[-1].call_index}"
+        if d.calls
+        else "No call on this page"
+    )
+    links = [html('<span class="muted">{s} of {n}</span>', s=shown, n=number(d.call_count))]
+    if d.calls_previous is not None:
+        links.append(
+            html(
+                '<a href="{h}" data-pager="calls-previous">Previous {n} calls</a>',
+                h=page_url(
+                    d.rollout_id,
+                    d.at,
+                    "calls-heading",
+                    calls_from=d.calls_previous,
+                    events_before=None,
+                ),
+                n=CALLS_PER_PAGE,
+            )
+        )
+    if d.calls_next is not None:
+        links.append(
+            html(
+                '<a href="{h}" data-pager="calls-next">Next calls</a>',
+                h=page_url(
+                    d.rollout_id,
+                    d.at,
+                    "calls-heading",
+                    calls_from=d.calls_next,
+                    events_before=None,
+                ),
+            )
+        )
+    return html(
+        '<nav class="pager" aria-label="Pages of model calls">{links}</nav>', links=join(links)
+    )
+
+
+def _tools_note(d: RolloutDetail) -> Html:
+    if d.tools_of_page:
+        return html(
+            '<p class="muted" id="tools-note">The {k} of {n} tool calls that overlap this page\'s'
+            " model calls.</p>",
+            k=len(d.tools),
+            n=number(d.tool_count),
+        )
+    if d.tool_count > len(d.tools):
+        return html(
+            '<p class="muted" id="tools-note">The first {k} of {n} tool calls.</p>',
+            k=len(d.tools),
+            n=number(d.tool_count),
+        )
+    return Html("")
 
 
 def _tools_table(tools: Sequence[ToolCall]) -> Html:
@@ -158,27 +271,19 @@ def _finding(gap: Gap) -> Html:
     )
 
 
-def _tree(
-    d: RolloutDetail, owners: dict[int, str | None], findings: dict[str | None, list[Html]]
-) -> Html:
+def _tree(d: RolloutDetail, findings: dict[str | None, list[Html]]) -> Html:
     ordered = invocation_order(d.invocations)
     if not ordered:
         return Html('<p class="muted">No invocation observed.</p>')
-    calls_of: dict[str, int] = {}
-    for owner in owners.values():
-        if owner is not None:
-            calls_of[owner] = calls_of.get(owner, 0) + 1
-    tools_of: dict[str, int] = {}
-    for t in d.tools:
-        tools_of[t.invocation_id] = tools_of.get(t.invocation_id, 0) + 1
     items = []
     for inv, depth in ordered:
         items.append(
             _tree_item(
                 inv,
                 depth,
-                calls_of.get(inv.invocation_id, 0),
-                tools_of.get(inv.invocation_id, 0),
+                # The calls the invocation lists (the page holds one page of the captured ones).
+                len(set(inv.model_call_ids)) or len(set(inv.response_ids)),
+                d.tools_per_invocation.get(inv.invocation_id, 0),
                 findings.get(inv.invocation_id, []),
             )
         )
@@ -222,6 +327,14 @@ def _manifest(d: RolloutDetail) -> Html:
         fence = Html('<p id="fence"><span class="tag ok">open</span> live: not fenced.</p>')
     if not d.manifest:
         return Html(fence + Html('<p class="muted">No ledger row recorded.</p>'))
+    more = Html("")
+    if d.manifest_more:
+        more = html(
+            '<p class="muted">The first {n} ledger rows are shown; all of them: <a'
+            ' href="/training-token-capture/control/rollouts/{id}/manifest">the manifest</a>.</p>',
+            n=len(d.manifest),
+            id=quote(d.rollout_id, safe=""),
+        )
     rows = join(
         html(
             '<tr><td class="num">{seq}</td><td>{kind}</td><td'
@@ -239,7 +352,7 @@ def _manifest(d: RolloutDetail) -> Html:
         )
         for m in d.manifest
     )
-    return join([fence, _manifest_table(rows)])
+    return join([fence, more, _manifest_table(rows)])
 
 
 def _manifest_table(rows: Html) -> Html:
@@ -266,16 +379,54 @@ def _events(d: RolloutDetail) -> Html:
         )
         for e in d.events
     )
-    more = Html("")
-    if d.event_count > len(d.events):
-        more = html(
-            '<p class="muted">The newest {n} events are shown; <a'
-            ' href="/v1/events?rollout_id={id}">'
-            "all events as JSON</a>.</p>",
-            n=len(d.events),
+    return join([_events_pager(d), _events_table(rows)])
+
+
+def _events_pager(d: RolloutDetail) -> Html:
+    if d.events_older is None and d.events_newer is None and d.at.events_before is None:
+        return Html("")
+    links = []
+    if d.events_older is not None:
+        links.append(
+            html(
+                '<a href="{h}" data-pager="events-older">Older {n} events</a>',
+                h=page_url(
+                    d.rollout_id,
+                    d.at,
+                    "events-heading",
+                    calls_from=None,
+                    events_before=d.events_older,
+                ),
+                n=EVENTS_PER_PAGE,
+            )
+        )
+    if d.events_newer is not None:
+        links.append(
+            html(
+                '<a href="{h}" data-pager="events-newer">Newer events</a>',
+                h=page_url(
+                    d.rollout_id,
+                    d.at,
+                    "events-heading",
+                    calls_from=None,
+                    events_before=d.events_newer,
+                ),
+            )
+        )
+    if d.at.events_before is not None:
+        links.append(
+            html(
+                '<a href="{h}" data-pager="events-newest">Newest events</a>',
+                h=page_url(d.rollout_id, d.at, "events-heading", calls_from=None, events_before=0),
+            )
+        )
+    links.append(
+        html(
+            '<a href="/v1/events?rollout_id={id}">All events as JSON</a>',
             id=quote(d.rollout_id, safe=""),
         )
-    return join([more, _events_table(rows)])
+    )
+    return html('<nav class="pager" aria-label="Pages of events">{links}</nav>', links=join(links))
 
 
 def _events_table(rows: Html) -> Html:
@@ -306,6 +457,10 @@ def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[s
             by_call.setdefault(key, []).append(_health_finding(finding))
         else:
             loose.append(_health_finding(finding))
+    if len(loose) > FINDINGS_SHOWN:
+        hidden = len(loose) - FINDINGS_SHOWN
+        loose = loose[:FINDINGS_SHOWN]
+        loose.append(html('<p class="muted">{n} more findings are not shown.</p>', n=hidden))
     cls = {"healthy": "ok", "unhealthy": "failed"}.get(judgement.verdict, "pending")
     unobserved = (
         html('<p class="muted">Not observed: {u}</p>', u=", ".join(judgement.unobserved))
@@ -333,8 +488,6 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         findings.setdefault(gap.invocation_id, []).append(_finding(gap))
     known = {inv.invocation_id for inv in d.invocations}
     loose = [f for key, items in findings.items() if key not in known for f in items]
-    failed = sum(1 for c in d.calls if c.failed)
-    truncated = sum(1 for c in d.calls if c.truncated and not c.failed)
     facts = [
         ("State", d.state),
         ("Generation", str(d.generation)),
@@ -342,9 +495,10 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         ("Resolved", "–" if d.resolved is None else ("yes" if d.resolved else "no")),
         (
             "Calls",
-            f"{len(d.calls)} ({failed} failed, {truncated} truncated, {len(d.pending)} pending)",
+            f"{d.call_count:,} ({d.failed_count:,} failed, {d.truncated_count:,} truncated,"
+            f" {d.pending_count:,} pending)",
         ),
-        ("Tools", str(len(d.tools))),
+        ("Tools", f"{d.tool_count:,}"),
         ("Gaps", str(len(d.gaps))),
         ("Token coverage", "–" if d.coverage is None else f"{100 * d.coverage:.1f}%"),
         (
@@ -367,20 +521,32 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed</span>'
         '<span><i class="l-trunc"></i>truncated</span><span class="pending">{pending} pending'
         " (no times yet)</span></div>"
-        "{svg}"
+        "{scope}{svg}"
         '<h2 id="calls-heading">Model calls</h2>{calls}'
-        '<h2 id="tools-heading">Tool calls</h2>{tools}'
+        '<h2 id="tools-heading">Tool calls</h2>{tools_note}{tools}'
         '<h2 id="tree-heading">Invocations and gaps</h2>{tree}{loose}'
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
         card=card,
         health=health,
-        pending=len(d.pending),
+        pending=d.pending_count,
+        scope=(
+            html(
+                '<p class="muted" id="timeline-scope">This page\'s calls (#{a} to #{b} of {n}) and'
+                " the tool calls that overlap them; the other pages draw the rest.</p>",
+                a=d.calls[0].call_index if d.calls else "–",
+                b=d.calls[-1].call_index if d.calls else "–",
+                n=number(d.call_count),
+            )
+            if d.paged
+            else ""
+        ),
         svg=timeline_svg(d.calls, d.tools, d.invocations, owners),
         calls=_calls_table(d, owners, by_call),
+        tools_note=_tools_note(d),
         tools=_tools_table(d.tools),
-        tree=_tree(d, owners, findings),
+        tree=_tree(d, findings),
         loose=(
             html('<h3>Gaps of the rollout</h3><div id="rollout-gaps">{f}</div>', f=join(loose))
             if loose

@@ -1,8 +1,13 @@
-"""The rollout page's reads: everything about one rollout's current generation, in one snapshot.
+"""The rollout page's reads: one page of one rollout's current generation, in one snapshot.
 
 Every statement is keyed by ``rollout_id`` (and generation), on primary keys or
 ``ix_events_rollout``, so the page costs the same in a run of ten rollouts or of a million.
-Payloads are not read here: a call's request and response are read on demand (``call_payload``).
+The calls and the events are read a page at a time (keyset on ``call_index`` and ``seq``, at
+most a page and one more row), and the tools, pending calls and ledger rows are capped, so a
+rollout of 20,000 calls renders in the bytes and memory of a rollout of 100; what the page
+states about the whole rollout (call counts, failed, truncated, tools per invocation) is
+aggregated in SQL. Payloads are not read here: a call's request and response are read on
+demand (``call_payload``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import ColumnElement, Connection, and_, case, func, not_, or_, select
 
 from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
 from ledger.areas.lineage.tables import lineage_rows
@@ -24,10 +29,30 @@ from ledger.areas.observations.tables import (
 from ledger.log.rollout_events import ROLLOUT_RETIRED
 from ledger.log.tables import events, rollouts
 
-# The events section shows the newest this many (the JSON /v1/events pages through the rest):
-# ``hash`` is stored after the payload, so each event read walks its payload's pages.
-EVENTS_SHOWN = 100
+# A page of the calls table (and of the timeline): ~1.5 KB of HTML per call.
+CALLS_PER_PAGE = 100
+# A page of the events section, newest first by default: ``hash`` is stored after the
+# payload, so each event read walks its payload's pages.
+EVENTS_PER_PAGE = 100
+# The other sections are not paged but capped (each says how many it does not show).
+TOOLS_SHOWN = 500
+PENDING_SHOWN = 100
 MANIFEST_SHOWN = 1000
+TRUNCATING_FINISH = ("length", "max_tokens", "max_output_tokens")
+
+
+class InvalidRolloutQuery(ValueError):
+    """A bad query parameter of the rollout page (the message names it)."""
+
+
+@dataclass(frozen=True)
+class PageAt:
+    """Which page: the calls from this call index on (None: from the first), the newest events
+    recorded before this seq (None: the newest of all). Events page from the newest down, so
+    the oldest page is the short one and no page repeats another's events."""
+
+    calls_from: int | None = None
+    events_before: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,9 +86,7 @@ class Call:
 
     @property
     def truncated(self) -> bool:
-        return self.finish_reason in {"length", "max_tokens", "max_output_tokens"} or (
-            self.response_status == "incomplete"
-        )
+        return self.finish_reason in TRUNCATING_FINISH or self.response_status == "incomplete"
 
 
 @dataclass(frozen=True)
@@ -149,14 +172,36 @@ class RolloutDetail:
     task_id: str | None = None
     resolved: bool | None = None
     coverage: float | None = None
+    at: PageAt = field(default_factory=PageAt)
+    # The page's calls (by call_index), the first index of the previous and of the next page.
     calls: list[Call] = field(default_factory=list)
+    calls_previous: int | None = None
+    calls_next: int | None = None
+    # Over every call of the generation, not the page.
+    call_count: int = 0
+    failed_count: int = 0
+    truncated_count: int = 0
     pending: list[str] = field(default_factory=list)
+    pending_count: int = 0
+    # All the tools when the calls fit on one page, else those overlapping the page's calls.
     tools: list[ToolCall] = field(default_factory=list)
+    tools_of_page: bool = False
+    tool_count: int = 0
+    tools_per_invocation: dict[str, int] = field(default_factory=dict)
     gaps: list[Gap] = field(default_factory=list)
     invocations: list[Invocation] = field(default_factory=list)
     manifest: list[ManifestRow] = field(default_factory=list)
+    manifest_more: bool = False
+    # The page's events (oldest first); the ``events_before`` of the older page (its first
+    # seq) and of the newer one (0: the newest page).
     events: list[EventLine] = field(default_factory=list)
-    event_count: int = 0
+    events_older: int | None = None
+    events_newer: int | None = None
+
+    @property
+    def paged(self) -> bool:
+        """Whether the calls take more than one page."""
+        return self.calls_previous is not None or self.calls_next is not None
 
 
 def _invocations(bundle: str | None, result: str | None) -> list[Invocation]:
@@ -220,7 +265,142 @@ _CALL_COLUMNS = (
 )
 
 
-def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
+# The SQL twins of ``Call.failed`` and ``Call.truncated`` (never NULL, so that they count).
+_FAILED = or_(
+    capture_calls.c.damaged,
+    capture_calls.c.error_category.is_not(None),
+    func.coalesce(capture_calls.c.status_code, 0) >= 400,
+)
+_TRUNCATED = or_(
+    func.coalesce(capture_calls.c.finish_reason, "").in_(TRUNCATING_FINISH),
+    func.coalesce(capture_calls.c.response_status, "") == "incomplete",
+)
+
+
+def _count_of(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+
+def _read_calls(conn: Connection, detail: RolloutDetail, at: PageAt) -> None:
+    """The page of calls from ``at.calls_from`` and the counts over all of them."""
+    mine = and_(
+        capture_calls.c.rollout_id == detail.rollout_id,
+        capture_calls.c.generation == detail.generation,
+    )
+    start = at.calls_from or 0
+    found = [
+        Call(*r)
+        for r in conn.execute(
+            select(*_CALL_COLUMNS)
+            .where(mine, capture_calls.c.call_index >= start)
+            .order_by(capture_calls.c.call_index)
+            .limit(CALLS_PER_PAGE + 1)
+        )
+    ]
+    detail.calls = found[:CALLS_PER_PAGE]
+    if len(found) > CALLS_PER_PAGE:
+        detail.calls_next = found[CALLS_PER_PAGE].call_index
+    before = (
+        select(capture_calls.c.call_index)
+        .where(mine, capture_calls.c.call_index < start)
+        .order_by(capture_calls.c.call_index.desc())
+        .limit(CALLS_PER_PAGE)
+        .subquery()
+    )
+    detail.calls_previous = conn.execute(select(func.min(before.c.call_index))).scalar()
+    counts = conn.execute(
+        select(func.count(), _count_of(_FAILED), _count_of(and_(_TRUNCATED, not_(_FAILED))))
+        .select_from(capture_calls)
+        .where(mine)
+    ).one()
+    detail.call_count, detail.failed_count, detail.truncated_count = (int(n) for n in counts)
+
+
+_TOOL_COLUMNS = (
+    observation_tool_calls.c.position,
+    observation_tool_calls.c.invocation_id,
+    observation_tool_calls.c.tool_call_id,
+    observation_tool_calls.c.tool_name,
+    observation_tool_calls.c.status,
+    observation_tool_calls.c.started_at,
+    observation_tool_calls.c.completed_at,
+    observation_tool_calls.c.duration_ms,
+    observation_tool_calls.c.error_type,
+)
+
+
+def _read_tools(conn: Connection, detail: RolloutDetail) -> None:
+    """Every tool when the calls fit on one page; else the tools whose interval overlaps the
+    page's calls (those the page's timeline spans). Capped at ``TOOLS_SHOWN`` either way."""
+    mine = and_(
+        observation_tool_calls.c.rollout_id == detail.rollout_id,
+        observation_tool_calls.c.generation == detail.generation,
+    )
+    per_invocation = conn.execute(
+        select(observation_tool_calls.c.invocation_id, func.count())
+        .where(mine)
+        .group_by(observation_tool_calls.c.invocation_id)
+    )
+    detail.tools_per_invocation = {invocation: int(n) for invocation, n in per_invocation}
+    detail.tool_count = sum(detail.tools_per_invocation.values())
+    shown = select(*_TOOL_COLUMNS).where(mine)
+    if detail.paged:
+        detail.tools_of_page = True
+        starts = [c.started_at for c in detail.calls if c.started_at is not None]
+        ends = [c.completed_at for c in detail.calls if c.completed_at is not None]
+        if not starts or not ends:
+            return
+        shown = shown.where(
+            observation_tool_calls.c.started_at <= max(ends),
+            observation_tool_calls.c.completed_at >= min(starts),
+        )
+    detail.tools = [
+        ToolCall(*r)
+        for r in conn.execute(shown.order_by(observation_tool_calls.c.position).limit(TOOLS_SHOWN))
+    ]
+
+
+def _read_events(conn: Connection, detail: RolloutDetail, at: PageAt) -> None:
+    """The newest page of events before ``at.events_before`` (default: the newest page),
+    oldest first. In ix_events_rollout's order (seq grows with generation): no sort step."""
+    columns = (
+        events.c.seq,
+        events.c.recorded_at,
+        events.c.kind,
+        events.c.generation,
+        events.c.hash,
+    )
+    mine = events.c.rollout_id == detail.rollout_id
+    shown = select(*columns).where(mine)
+    if at.events_before is not None:
+        shown = shown.where(events.c.seq < at.events_before)
+    found = conn.execute(
+        shown.order_by(events.c.generation.desc(), events.c.seq.desc()).limit(EVENTS_PER_PAGE + 1)
+    ).all()
+    page = found[:EVENTS_PER_PAGE][::-1]
+    detail.events = [EventLine(*r) for r in page]
+    if len(found) > EVENTS_PER_PAGE:
+        detail.events_older = page[0].seq
+    if at.events_before is None:
+        return
+    # The newer page ends with the EVENTS_PER_PAGE-th event after this page, or is the newest.
+    after = page[-1].seq if page else at.events_before - 1
+    newer = conn.execute(
+        select(events.c.seq)
+        .where(mine, events.c.seq > after)
+        .order_by(events.c.generation, events.c.seq)
+        .limit(EVENTS_PER_PAGE + 1)
+    ).all()
+    if newer:
+        detail.events_newer = (
+            newer[EVENTS_PER_PAGE - 1].seq + 1 if len(newer) > EVENTS_PER_PAGE else 0
+        )
+
+
+def read_rollout(
+    conn: Connection, rollout_id: str, at: PageAt | None = None
+) -> RolloutDetail | None:
+    at = at or PageAt()
     row = conn.execute(select(rollouts).where(rollouts.c.rollout_id == rollout_id)).first()
     if row is None:
         return None
@@ -233,6 +413,7 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
         last_seq=row.last_seq,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        at=at,
     )
     state = conn.execute(
         select(capture_state.c.incomplete, capture_state.c.damaged_count).where(
@@ -242,22 +423,21 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
     if state is not None:
         detail.incomplete = bool(state.incomplete)
         detail.damaged_count = state.damaged_count
-    detail.calls = [
-        Call(*r)
-        for r in conn.execute(
-            select(*_CALL_COLUMNS)
-            .where(capture_calls.c.rollout_id == rollout_id)
-            .where(capture_calls.c.generation == generation)
-            .order_by(capture_calls.c.call_index)
-        )
-    ]
+    _read_calls(conn, detail, at)
+    pending_of = and_(
+        capture_pending.c.rollout_id == rollout_id, capture_pending.c.generation == generation
+    )
     detail.pending = list(
         conn.execute(
             select(capture_pending.c.model_call_id)
-            .where(capture_pending.c.rollout_id == rollout_id)
-            .where(capture_pending.c.generation == generation)
+            .where(pending_of)
             .order_by(capture_pending.c.announced_seq)
+            .limit(PENDING_SHOWN)
         ).scalars()
+    )
+    detail.pending_count = int(
+        conn.execute(select(func.count()).select_from(capture_pending).where(pending_of)).scalar()
+        or 0
     )
     record = conn.execute(
         select(
@@ -276,25 +456,7 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
         detail.resolved = record.resolved
         detail.coverage = record.token_observability_coverage
         detail.invocations = _invocations(record.bundle, record.result)
-    detail.tools = [
-        ToolCall(*r)
-        for r in conn.execute(
-            select(
-                observation_tool_calls.c.position,
-                observation_tool_calls.c.invocation_id,
-                observation_tool_calls.c.tool_call_id,
-                observation_tool_calls.c.tool_name,
-                observation_tool_calls.c.status,
-                observation_tool_calls.c.started_at,
-                observation_tool_calls.c.completed_at,
-                observation_tool_calls.c.duration_ms,
-                observation_tool_calls.c.error_type,
-            )
-            .where(observation_tool_calls.c.rollout_id == rollout_id)
-            .where(observation_tool_calls.c.generation == generation)
-            .order_by(observation_tool_calls.c.position)
-        )
-    ]
+    _read_tools(conn, detail)
     detail.gaps = [
         Gap(*r)
         for r in conn.execute(
@@ -310,7 +472,7 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
             .order_by(observation_gaps.c.position)
         )
     ]
-    detail.manifest = [
+    manifest = [
         ManifestRow(*r)
         for r in conn.execute(
             select(
@@ -325,9 +487,11 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
             .where(lineage_rows.c.rollout_id == rollout_id)
             .where(lineage_rows.c.generation == generation)
             .order_by(lineage_rows.c.seq)
-            .limit(MANIFEST_SHOWN)
+            .limit(MANIFEST_SHOWN + 1)
         )
     ]
+    detail.manifest = manifest[:MANIFEST_SHOWN]
+    detail.manifest_more = len(manifest) > MANIFEST_SHOWN
     if detail.state == "retired":
         fence = conn.execute(
             select(events.c.seq, events.c.recorded_at)
@@ -338,17 +502,7 @@ def read_rollout(conn: Connection, rollout_id: str) -> RolloutDetail | None:
         ).first()
         if fence is not None:
             detail.fenced_seq, detail.fenced_at = fence.seq, fence.recorded_at
-    newest = conn.execute(
-        select(
-            events.c.seq, events.c.recorded_at, events.c.kind, events.c.generation, events.c.hash
-        )
-        .where(events.c.rollout_id == rollout_id)
-        # In ix_events_rollout's order (seq grows with generation): no sort step.
-        .order_by(events.c.generation.desc(), events.c.seq.desc())
-        .limit(EVENTS_SHOWN + 1)
-    ).all()
-    detail.event_count = len(newest)
-    detail.events = [EventLine(*r) for r in reversed(newest[:EVENTS_SHOWN])]
+    _read_events(conn, detail, at)
     return detail
 
 

@@ -24,7 +24,7 @@ from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
 from ledger.areas.viewer.overview_page import overview_body, parse_query, rollout_url
-from ledger.areas.viewer.rollout_page import rollout_body
+from ledger.areas.viewer.rollout_page import MAX_CALL_INDEX, parse_page_at, rollout_body
 from ledger.areas.viewer.summary_cache import SummaryCache
 from ledger.areas.viewer.verdicts import Judgement
 from ledger.gym.ids import is_valid_rollout_id
@@ -37,7 +37,6 @@ STREAM_POLL_SECONDS = 0.2
 STREAM_LIFETIME_SECONDS = 60.0
 STREAM_BATCH = 200
 KEEPALIVE_SECONDS = 15.0
-MAX_CALL_INDEX = 2**31 - 1
 # The verdict filter judges at most this many rollouts per request, this many at a time.
 VERDICT_SCAN = 2000
 VERDICT_BATCH = 200
@@ -178,11 +177,15 @@ async def rollout(request: Request, rollout_id: str) -> Response:
         return signin.to_sign_in(request)
     if not is_valid_rollout_id(rollout_id):
         return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
+    try:
+        at = parse_page_at(request.query_params)
+    except rollout_query.InvalidRolloutQuery as exc:
+        return problem(400, str(exc))
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
 
     def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
-        detail = rollout_query.read_rollout(conn, rollout_id)
+        detail = rollout_query.read_rollout(conn, rollout_id, at)
         if detail is None or judge is None:
             return detail, None
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
