@@ -155,7 +155,6 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         mirror = build_follower(
             store=store,
             mirror_dir=settings.resolved_mirror_dir,
-            metrics=metrics,
             areas=default_mirror_areas(),
         )
         await mirror.start()

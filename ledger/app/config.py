@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ledger.log.engines import sqlite_url
 from ledger.log.errors import UnsafeConfiguration
 from ledger.log.witness import WITNESS_FILE
 
@@ -155,7 +156,7 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
-        return f"sqlite+aiosqlite:///{(self.data_dir / 'ledger.db').resolve()}"
+        return sqlite_url((self.data_dir / "ledger.db").resolve())
 
     @property
     def resolved_checkpoint_key_file(self) -> Path:

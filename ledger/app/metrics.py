@@ -107,6 +107,10 @@ class LedgerMetrics:
             self.rollouts_by_verdict.labels(verdict=verdict).set(count)
         self.health_findings_behind.set(behind)
 
+    def set_mirror_lag(self, events: int, seconds: float) -> None:
+        self.mirror_lag_events.set(events)
+        self.mirror_lag_seconds.set(seconds)
+
     def observe_batch(self, size: int, commit_seconds: float, events: int) -> None:
         self.batch_size.observe(size)
         self.commit_seconds.observe(commit_seconds)

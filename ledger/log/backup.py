@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import make_url
 
 from ledger.log.adhoc import sqlite_read_only_uri
-from ledger.log.engines import create_async_db_engine
+from ledger.log.engines import create_async_db_engine, sqlite_url
 from ledger.log.epoch import set_epoch
 from ledger.log.errors import BadRequest, Conflict, LedgerError
 from ledger.log.tables import log_identity
@@ -151,7 +151,7 @@ def backup_sqlite(source: str, dest: Path, *, progress: CopyProgress | None = No
 def _new_sqlite_epoch(path: Path) -> str | None:
     """Give a restored log a new epoch (a backup older than revision 0006 gets one when it is
     upgraded)."""
-    engine = create_engine(f"sqlite+pysqlite:///{path}")
+    engine = create_engine(sqlite_url(path, driver="sqlite+pysqlite"))
     try:
         with engine.begin() as conn:
             if log_identity.name not in inspect(conn).get_table_names():

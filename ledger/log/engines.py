@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, unquote, urlsplit
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.util import asbool
 
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -24,8 +27,27 @@ def is_sqlite_url(url: str | URL) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def sqlite_url(path: Path | str, *, driver: str = "sqlite+aiosqlite") -> str:
+    """The URL of the SQLite file at ``path``, whatever characters it holds.
+
+    A URL's path ends at its first ``?`` (the query starts there), and SQLAlchemy has no escape
+    for one: ``X/data?x=1/ledger.db`` would open ``X/data``. Such a path is spelt as an SQLite
+    URI instead (``file:`` and the path percent-encoded, ``?uri=true``), which the driver hands
+    to SQLite to decode; every other path keeps the plain form. ``sqlite_path`` reads both."""
+    text = str(path)
+    if "?" not in text:
+        return URL.create(driver, database=text).render_as_string(hide_password=False)
+    uri = URL.create(driver, database=f"file:{quote(text)}", query={"uri": "true"})
+    return uri.render_as_string(hide_password=False)
+
+
 def sqlite_path(url: str | URL) -> str:
-    database = make_url(url).database
+    """The file a SQLite URL opens (the reverse of ``sqlite_url``, for any SQLite URL)."""
+    parsed = make_url(url)
+    database = parsed.database
+    if database and asbool(parsed.query.get("uri", False)) and database.startswith("file:"):
+        # An SQLite URI: its path percent-decoded, without authority, query or fragment.
+        database = unquote(urlsplit(database).path)
     if not database or database == ":memory:":
         raise ValueError("the ledger needs a SQLite file (WAL does not work in memory)")
     return database

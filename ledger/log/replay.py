@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row, Table, create_engine, event, select
 
 from ledger.log.canonical import parse_json
+from ledger.log.engines import sqlite_url
 from ledger.log.events import Catalogue, Derivation, EventType
 from ledger.log.metadata import metadata
 from ledger.log.projector import AppliesMany, Projector
@@ -49,7 +50,7 @@ def _set_scratch_pragmas(dbapi_connection: Any, _record: Any) -> None:
 @contextmanager
 def scratch_database(directory: Path, tables: Sequence[Table]) -> Iterator[Engine]:
     """An empty SQLite file in ``directory`` with ``tables`` created, for one replay."""
-    engine = create_engine(f"sqlite+pysqlite:///{directory / 'scratch.db'}")
+    engine = create_engine(sqlite_url(directory / "scratch.db", driver="sqlite+pysqlite"))
     event.listen(engine, "connect", _set_scratch_pragmas)
     try:
         metadata.create_all(engine, tables=list(tables))

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.log.epoch import read_epoch, read_epoch_sync
+from ledger.log.queries import head_seq
 from ledger.log.records import as_utc
 from ledger.log.tables import events, rollouts
 from ledger.mirror.tables import mirror_checkpoints
@@ -60,6 +61,35 @@ async def read_checkpoint(conn: AsyncConnection, *, name: str = MIRROR_CHECKPOIN
 async def recorded_at_of(conn: AsyncConnection, seq: int) -> datetime | None:
     value = (await conn.execute(select(events.c.recorded_at).where(events.c.seq == seq))).scalar()
     return None if value is None else as_utc(value)
+
+
+@dataclass(frozen=True)
+class MirrorLag:
+    """How far the mirror's files are behind the log, as the database says."""
+
+    checkpoint: int
+    head: int
+    oldest_unmirrored: datetime | None
+    """When the first event after the checkpoint was recorded; None when there is none."""
+
+    @property
+    def events(self) -> int:
+        return max(0, self.head - self.checkpoint)
+
+    def seconds(self, now: datetime) -> float:
+        if self.oldest_unmirrored is None:
+            return 0.0
+        return max(0.0, (now - self.oldest_unmirrored).total_seconds())
+
+
+async def read_lag(conn: AsyncConnection) -> MirrorLag:
+    """The lag from the saved checkpoint (call it inside one snapshot). Read from the database,
+    not from a follower, so it is true whatever the follower is doing: recovering, failing,
+    or not running in this process at all."""
+    checkpoint = await read_checkpoint(conn)
+    head = await head_seq(conn)
+    oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
+    return MirrorLag(checkpoint=checkpoint, head=head, oldest_unmirrored=oldest)
 
 
 async def rollouts_touched(

@@ -15,10 +15,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
-from ledger.app.metrics import LedgerMetrics
 from ledger.log.events import Catalogue
 from ledger.log.private_files import make_private_dir
 from ledger.log.queries import head_seq, read_events
@@ -26,12 +24,7 @@ from ledger.log.records import StoredEvent
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.mirror.base import MirrorArea
-from ledger.mirror.checkpoint import (
-    load_checkpoint,
-    read_checkpoint,
-    recorded_at_of,
-    write_checkpoint,
-)
+from ledger.mirror.checkpoint import load_checkpoint, write_checkpoint
 from ledger.mirror.election import Election
 from ledger.mirror.files import PageFiles
 from ledger.mirror.sync import (
@@ -54,12 +47,10 @@ class MirrorFollower:
         areas: Sequence[MirrorArea],
         mirror_dir: Path,
         election: Election,
-        metrics: LedgerMetrics | None = None,
         page_size: int = 500,
         poll_seconds: float = 0.1,
         retry_seconds: float = 1.0,
         checkpoint_seconds: float = 0.5,
-        report_seconds: float = 1.0,
         stop_seconds: float = 10.0,
     ) -> None:
         self._store = store
@@ -67,22 +58,20 @@ class MirrorFollower:
         self._areas = list(areas)
         self._mirror_dir = mirror_dir
         self._election = election
-        self._metrics = metrics
         self._page_size = page_size
         self._poll_seconds = poll_seconds
         self._retry_seconds = retry_seconds
-        # Under load the checkpoint is saved (a write command) and the lag reported (three
-        # reads) at most this often, not after every page; both happen whenever it goes idle.
-        # A checkpoint saved late only widens what recovery rewrites: files stay exact.
+        # Under load the checkpoint is saved (a write command) at most this often, not after
+        # every page; it is saved whenever the follower goes idle. A checkpoint saved late only
+        # widens what recovery rewrites: files stay exact. (The lag metrics are read from the
+        # saved checkpoint when /metrics is scraped, whatever the follower is doing.)
         self._checkpoint_seconds = checkpoint_seconds
-        self._report_seconds = report_seconds
         self._stop_seconds = stop_seconds
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._checkpoint = 0
         self._saved_checkpoint = 0
         self._saved_at = 0.0
-        self._reported_at = 0.0
         self.is_leader = False
 
     async def start(self) -> None:
@@ -116,7 +105,6 @@ class MirrorFollower:
             try:
                 if not await self._election.try_acquire():
                     self.is_leader = False
-                    await self._report_lag()
                     await self._pause(self._retry_seconds)
                     continue
                 self.is_leader = True
@@ -128,8 +116,6 @@ class MirrorFollower:
                         not applied or now - self._saved_at >= self._checkpoint_seconds
                     ):
                         await self._save_checkpoint(self._checkpoint)
-                    if not applied or now - self._reported_at >= self._report_seconds:
-                        await self._report_lag()
                     if not applied:
                         await self._pause(self._poll_seconds)
                 self.is_leader = False
@@ -198,24 +184,11 @@ class MirrorFollower:
         self._saved_checkpoint = seq
         self._saved_at = time.monotonic()
 
-    async def _report_lag(self) -> None:
-        self._reported_at = time.monotonic()
-        if self._metrics is None:
-            return
-        async with self._store.read() as conn:
-            checkpoint = await read_checkpoint(conn)
-            head = await head_seq(conn)
-            oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
-        self._metrics.mirror_lag_events.set(head - checkpoint)
-        age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
-        self._metrics.mirror_lag_seconds.set(max(0.0, age))
-
 
 def build_follower(
     *,
     store: LedgerStore,
     mirror_dir: Path,
-    metrics: LedgerMetrics | None,
     areas: Sequence[MirrorArea],
 ) -> MirrorFollower:
     """The follower for a store, with the election that fits its backend."""
@@ -227,5 +200,4 @@ def build_follower(
         areas=areas,
         mirror_dir=mirror_dir,
         election=election_for(store.url),
-        metrics=metrics,
     )

@@ -91,9 +91,7 @@ async def test_import_follows_gym_tolerant_read_and_is_idempotent(
 
         # The mirror writes the file back so that Gym's tolerant read sees the same thing.
         mirror_dir = tmp_path / "mirror"
-        follower = build_follower(
-            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-        )
+        follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from ledger.log import witness
 from ledger.log.checkpoint_key import load_or_create_signing_key, load_public_key
@@ -25,7 +25,7 @@ from ledger.log.head_check import compare_with_checkpoints, fence_problems, veri
 from ledger.log.records import NewEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.log.store import LedgerStore
-from ledger.log.tables import rollouts
+from ledger.log.tables import events, rollouts
 from ledger.log.transaction import ChainHead, WriteTransaction, read_head
 from ledger.log.witness import WitnessedCheckpoint
 
@@ -134,13 +134,13 @@ async def _head(store: LedgerStore) -> ChainHead:
 
 async def test_the_log_is_compared_with_its_checkpoints(store: LedgerStore) -> None:
     await _append_rows(store, 4)
-    at_two = await store.read_sync(lambda conn: read_head(conn))
+    at_four = await _head(store)
     await _append_rows(store, 3)
     head = await _head(store)
-    hashes = await store.read_sync(
-        lambda conn: dict(conn.exec_driver_sql("SELECT seq, hash FROM events").all())
+    hashes: dict[int, str] = await store.read_sync(
+        lambda conn: {row.seq: row.hash for row in conn.execute(select(events))}
     )
-    good = [WitnessedCheckpoint(_signed(seq, hashes[seq]), f"w:{seq}") for seq in (at_two.seq, 6)]
+    good = [WitnessedCheckpoint(_signed(seq, hashes[seq]), f"w:{seq}") for seq in (at_four.seq, 6)]
     report = await store.read_sync(
         lambda conn: compare_with_checkpoints(conn, good, KEY.public_key())
     )

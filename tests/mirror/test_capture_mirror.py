@@ -88,9 +88,7 @@ async def test_restart_after_a_half_applied_page_converges(
     await store.open()
     try:
         captures = CaptureService(store)
-        follower = build_follower(
-            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-        )
+        follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
         await follower.start()
         for n in range(5):
             await captures.append("r1", chat_exchange(model_call_id=f"c{n}"))
@@ -109,9 +107,7 @@ async def test_restart_after_a_half_applied_page_converges(
         (mirror_dir / "model-calls" / "r2.capture.jsonl").unlink()
         await captures.append("r3", chat_exchange())
 
-        follower = build_follower(
-            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-        )
+        follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()
@@ -161,9 +157,7 @@ async def test_delete_ends_the_generation_in_the_mirror(database_url: str, tmp_p
     mirror_dir = tmp_path / "mirror"
     store = LedgerStore(database_url, default_catalogue(), default_projectors())
     await store.open()
-    follower = build_follower(
-        store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-    )
+    follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
     await follower.start()
     try:
         captures = CaptureService(store)

@@ -18,9 +18,7 @@ from tests.support.mirror import wait_for_mirror
 
 
 async def _follow_until_caught_up(store: LedgerStore, mirror_dir: Path) -> None:
-    follower = build_follower(
-        store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-    )
+    follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
     await follower.start()
     try:
         await wait_for_mirror(store)

@@ -84,9 +84,7 @@ async def test_restart_after_a_half_applied_page_converges(
     await store.open()
     try:
         lineage = LineageService(store)
-        follower = build_follower(
-            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-        )
+        follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
         await follower.start()
         for n in range(4):
             await lineage.record("r1", CommittedRow.model_validate(committed_row("r1", f"c{n}")))
@@ -104,9 +102,7 @@ async def test_restart_after_a_half_applied_page_converges(
         (mirror_dir / "lineage" / "r2.lineage.retired").unlink()
         await lineage.record("r3", CommittedRow.model_validate(committed_row("r3", "c1")))
 
-        follower = build_follower(
-            store=store, mirror_dir=mirror_dir, metrics=None, areas=default_mirror_areas()
-        )
+        follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
         await follower.start()
         await wait_for_mirror(store)
         await follower.stop()

@@ -8,6 +8,7 @@ body the parser accepts (parsed and validated, every item wrong)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -96,3 +97,60 @@ def test_hostile_bodies_get_bounded_errors_in_bounded_memory(
     worst = max(growth, key=lambda name: growth[name])
     print(f"\npeak RSS growth per 1 MiB hostile body (KiB): {growth}; worst: {worst}")
     assert growth[worst] * 1024 < MAX_RSS_GROWTH_FACTOR * MIB, growth
+
+
+# The body limit of the server below (LEDGER_MAX_BODY_BYTES, its default).
+BODY_LIMIT = 16 * MIB
+CONCURRENT_BODIES = 4
+
+
+def capture_holding(items: bytes) -> bytes:
+    """A capture whose opaque request holds ``items``, the whole body just under the limit."""
+    head = b'{"model_call_id": "c1", "dialect": "chat", "request": {"messages": ['
+    tail = b"]}, " + b'"response": {}}'
+    return head + items[: BODY_LIMIT - len(head) - len(tail) - 64].rpartition(b",")[0] + tail
+
+
+def short_value_bodies() -> dict[str, bytes]:
+    """Shapes of many short strings (issue 31, 5: ``"a"`` items grew RSS ~75 times the body),
+    each as big as the limit allows."""
+    count = BODY_LIMIT // 4
+    return {
+        "one-character strings": capture_holding(b'"a",' * count),
+        "short keys and values": capture_holding(
+            b"{" + b",".join(b'"%x":""' % n for n in range(count // 3)) + b"},"
+        ),
+        "escaped quotes": capture_holding(b'"\\"",' * (count // 2)),
+    }
+
+
+def test_four_bodies_of_short_strings_at_once_stay_within_ten_times_the_body_limit(
+    tmp_path: Path, database_url: str
+) -> None:
+    headers = {"content-type": "application/json"}
+    with (
+        ServerProcess(data_dir=tmp_path, database_url=database_url) as server,
+        httpx.Client(base_url=server.base_url, timeout=300) as http,
+    ):
+        assert server.process is not None
+        pid = server.process.pid
+        http.post("/v1/rollouts/r0/model-calls", content=b"[]", headers=headers)  # warm up
+        for name, body in short_value_bodies().items():
+            assert len(body) <= BODY_LIMIT
+            reset_peak_rss(pid)
+            before, _ = rss_kib(pid)
+            with ThreadPoolExecutor(CONCURRENT_BODIES) as pool:
+                sent = [
+                    pool.submit(
+                        http.post, f"/v1/rollouts/r{n}/model-calls", content=body, headers=headers
+                    )
+                    for n in range(CONCURRENT_BODIES)
+                ]
+                replies = [future.result() for future in sent]
+            _, peak = rss_kib(pid)
+            for reply in replies:
+                assert reply.status_code == 422, (name, reply.status_code, reply.text[:300])
+                assert "JSON strings (keys included)" in reply.json()["detail"], name
+            growth = (peak - before) * 1024
+            assert growth < MAX_RSS_GROWTH_FACTOR * BODY_LIMIT, (name, growth // MIB)
+        assert http.get("/v1/events").json()["events"] == []

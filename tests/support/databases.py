@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from ledger.log import engines
 from ledger.log.engines import create_async_db_engine
 
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
@@ -121,4 +122,4 @@ async def drop_postgres_database(name: str) -> None:
 
 
 def sqlite_url(directory: Path) -> str:
-    return f"sqlite+aiosqlite:///{directory / 'ledger.db'}"
+    return engines.sqlite_url(directory / "ledger.db")

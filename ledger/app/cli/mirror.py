@@ -11,8 +11,7 @@ from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, run_check, settings_from
 from ledger.app.config import Settings
 from ledger.log.errors import Conflict
-from ledger.log.queries import head_seq
-from ledger.mirror.checkpoint import read_checkpoint, recorded_at_of, write_checkpoint
+from ledger.mirror.checkpoint import MirrorLag, read_checkpoint, read_lag, write_checkpoint
 from ledger.mirror.election import election_for
 from ledger.mirror.sync import MirrorComparison, compare_mirror, rebuild_mirror, snapshot
 
@@ -29,19 +28,15 @@ def status(ctx: click.Context) -> None:
     """Checkpoint, head and lag (events and seconds)."""
     settings = settings_from(ctx)
 
-    async def run() -> tuple[int, int, float]:
+    async def run() -> MirrorLag:
         async with opened_reader(settings) as reader, snapshot(reader.engine) as conn:
-            checkpoint = await read_checkpoint(conn)
-            head = await head_seq(conn)
-            oldest = await recorded_at_of(conn, checkpoint + 1) if head > checkpoint else None
-        age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
-        return checkpoint, head, age
+            return await read_lag(conn)
 
-    checkpoint, head, age = run_async(run)
+    lag = run_async(run)
     click.echo(f"mirror dir:   {settings.resolved_mirror_dir}")
-    click.echo(f"checkpoint:   seq {checkpoint}")
-    click.echo(f"head:         seq {head}")
-    click.echo(f"lag:          {head - checkpoint} events, {age:.1f} s")
+    click.echo(f"checkpoint:   seq {lag.checkpoint}")
+    click.echo(f"head:         seq {lag.head}")
+    click.echo(f"lag:          {lag.events} events, {lag.seconds(datetime.now(UTC)):.1f} s")
 
 
 def _report(comparison: MirrorComparison, verb: str) -> None:

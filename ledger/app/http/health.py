@@ -3,16 +3,23 @@ the read or metrics token when one is set)."""
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ledger.app.bootstrap import Ledger
 from ledger.app.http.auth import MetricsAuth
 from ledger.app.http.deps import LedgerDep
 from ledger.log import migrate
 from ledger.log.errors import LedgerError
 from ledger.log.projection_versions import stale_projections_async
 from ledger.log.rebuild import stale_error
+from ledger.mirror.checkpoint import read_lag
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["operations"])
 
@@ -54,4 +61,22 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
+    if ledger.mirror is not None:
+        await _read_mirror_lag(ledger)
     return Response(ledger.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _read_mirror_lag(ledger: Ledger) -> None:
+    """The mirror's lag as the database says it now (checkpoint and head, one snapshot). A
+    value the follower set would be stale exactly when it matters: while it recovers (a
+    rewrite of every touched rollout, which may take a while) or keeps failing, it sets
+    nothing."""
+    try:
+        async with ledger.store.read() as conn:
+            lag = await read_lag(conn)
+    except Exception:
+        # /metrics keeps answering when the database does not (/readyz says why); the lag
+        # gauges keep their last value.
+        log.warning("metrics: the mirror lag could not be read", exc_info=True)
+        return
+    ledger.metrics.set_mirror_lag(lag.events, lag.seconds(datetime.now(UTC)))

@@ -5,7 +5,8 @@ What is refused (each a ``BodyProblem`` at a path, so a batch can fail only the 
 it): duplicate object keys, nesting deeper than the configured limit, lone UTF-16 surrogates,
 NUL characters (``\u0000``: PostgreSQL's text cannot hold them, and both backends take the same
 bodies), and integers outside the signed 64-bit range (unless the route keeps wide integers,
-as a capture's opaque payload does).
+as a capture's opaque payload does). Refused whole before parsing: more strings or containers
+than the body's size justifies (``_check_density``).
 
 orjson is strict and fast but silent about two of these: it keeps the last of duplicate keys,
 and it turns an integer beyond 64 bits into a float. Both, and the depth, are detected cheaply
@@ -103,9 +104,9 @@ MAX_SHOWN = 10
 
 def parse_json(raw: bytes, *, max_depth: int, wide_integers: bool = False) -> JsonBody:
     """Parse ``raw``; ``InvalidPayload`` when it is not JSON at all (or nests beyond what any
-    parser here will descend, or holds more containers than its size justifies), else the
-    value and its problems."""
-    _check_container_density(raw)
+    parser here will descend, or holds more containers or strings than its size justifies),
+    else the value and its problems."""
+    _check_density(raw)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -183,22 +184,68 @@ def _dumps_depth_limit() -> int | None:
 # parsing never costs more than a small multiple of the body.
 BYTES_PER_CONTAINER = 12
 CONTAINER_ALLOWANCE = 1024
+# A parsed string costs about 57 bytes plus its characters (and its slot in a list or dict),
+# whatever its text: ``"a",`` is 4. A body may hold one string (keys included) per this many
+# bytes: ``"abcde",`` (8 bytes) parses to about 9 times its text, ``"a",`` to 16 times. Numbers
+# need no such limit: a small integer is shared, any other number costs at most 9 times its
+# shortest text (``1.5,``), so token ids and logprobs in bulk are taken.
+BYTES_PER_STRING = 8
+STRING_ALLOWANCE = 4096
 # A JSON string, escapes included (unrolled: linear, no backtracking).
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRING = re.compile(_JSON_STRING)
+# Quotes after a run of backslashes this long are counted by walking the strings.
+_MAX_BACKSLASH_RUN = 16
 
 
-def _check_container_density(raw: bytes) -> None:
-    allowed = CONTAINER_ALLOWANCE + len(raw) // BYTES_PER_CONTAINER
-    if raw.count(b"{") + raw.count(b"[") <= allowed:
+def _check_density(raw: bytes) -> None:
+    """Refuse, before anything is parsed, a body holding more strings or containers than its
+    size justifies (each parses to many times its text: the limits above). Strings are
+    counted first, in place: a copy of the body without its strings (``re.sub``, which the
+    count of containers makes) holds a list of every piece between them, ten times the body
+    for a body of short strings."""
+    strings_allowed = STRING_ALLOWANCE + len(raw) // BYTES_PER_STRING
+    strings = _count_strings(raw, strings_allowed)
+    if strings > strings_allowed:
+        raise InvalidPayload(
+            f"body: {strings} JSON strings (keys included) in {len(raw)} bytes; at most "
+            f"{STRING_ALLOWANCE} plus one per {BYTES_PER_STRING} bytes"
+        )
+    containers_allowed = CONTAINER_ALLOWANCE + len(raw) // BYTES_PER_CONTAINER
+    if raw.count(b"{") + raw.count(b"[") <= containers_allowed:
         return
-    # Braces inside strings are text, not containers: count again without the strings.
-    structure = _JSON_STRING.sub(b"", raw)
+    # Braces inside strings are text, not containers: count again without the strings. The
+    # copy holds a piece per string at most, which the string limit above has bounded.
+    structure = _STRING.sub(b"", raw)
     containers = structure.count(b"{") + structure.count(b"[")
-    if containers > allowed:
+    if containers > containers_allowed:
         raise InvalidPayload(
             f"body: {containers} JSON objects and arrays in {len(raw)} bytes; at most "
             f"{CONTAINER_ALLOWANCE} plus one per {BYTES_PER_CONTAINER} bytes"
         )
+
+
+def _count_strings(raw: bytes, allowed: int) -> int:
+    """The strings of a JSON text: two quotes each, besides the escaped quotes inside them
+    (those after an odd run of backslashes, counted in C by inclusion and exclusion: the
+    quotes after at least 1 backslash, minus those after at least 2, plus...). Only when the
+    quick count is over ``allowed``; a run of backslashes too long for that is walked."""
+    quotes = raw.count(b'"')
+    if quotes // 2 <= allowed:
+        return quotes // 2
+    escaped, sign = 0, 1
+    for run in range(1, _MAX_BACKSLASH_RUN + 1):
+        after_run = raw.count(b"\\" * run + b'"')
+        if after_run == 0:
+            return (quotes - escaped) // 2
+        escaped += sign * after_run
+        sign = -sign
+    strings = 0
+    for _ in _STRING.finditer(raw):
+        strings += 1
+        if strings > allowed:
+            break
+    return strings
 
 
 def _too_deep(max_depth: int) -> str:
