@@ -30,6 +30,9 @@ TOOLS = {
     "talk-responses": ("fc_ls", "shell", '"cmd": "ls"', "invoice_⟦U+202E⟧gnp.exe"),
     "talk-messages": ("tu_1", "bash", '"cmd": "pytest -q"', data.HOSTILE),
 }
+# A small run of two tasks in Gym's ids, with a retry.
+TASK_RUN = ["0-0", "0-1", "0-2", "0-10", "0-2-a1", "1-0", "1-9", "1-11"]
+TASK_OF = {"0": "swe-verified/django__django-11099", "1": "swe-verified/flask-4045"}
 ANSWERS = {
     "talk-chat": "The file holds markup and a renamed exe.",
     "talk-responses": "Two files.",
@@ -47,6 +50,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess(data_dir=root / "data", database_url=url) as started:
         with httpx.Client(base_url=started.base_url) as http:
             data.write_dialogues(http)
+            for n, rollout_id in enumerate(TASK_RUN):
+                body = data.exchange(f"{rollout_id}-m", data.T0, data.T0 + 1 + n % 4)
+                http.post(f"/v1/rollouts/{rollout_id}/model-calls", json=body).raise_for_status()
+                result = {"task_id": TASK_OF[rollout_id[0]], "resolved": n % 3 == 0}
+                http.post(f"/v1/rollouts/{rollout_id}/result", json=result).raise_for_status()
         yield started
 
 
@@ -131,3 +139,43 @@ def test_a_long_line_is_folded_with_its_size_and_an_rtl_override_shows_as_a_code
     page.keyboard.press("Enter")
     expect(page.locator("#call-0")).to_be_visible()
     assert page.url.endswith("/ui/rollouts/talk-responses#call-0")
+
+
+def _ids(page: Page) -> list[str]:
+    found = page.locator("#rollouts tbody tr[data-rollout]").evaluate_all(
+        "rows => rows.map(r => r.dataset.rollout)"
+    )
+    return [str(rollout_id) for rollout_id in found]
+
+
+def test_the_overview_answers_per_task_questions(
+    server: ServerProcess, page: Page, shots: Path
+) -> None:
+    page.goto(f"{server.base_url}/ui/?task_has=swe-verified")
+    tasks = page.locator("#tasks tbody tr")
+    expect(tasks).to_have_count(2)
+    expect(tasks.first).to_contain_text("swe-verified/django__django-11099")
+    # 5 rollouts (all attempts), 4 latest attempts.
+    expect(tasks.first.locator("td").nth(1)).to_have_text("5")
+    expect(tasks.first.locator("td").nth(2)).to_have_text("4")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.screenshot(path=str(shots / "overview-tasks.png"), full_page=True)
+    # The Rollout heading sorts by task and rollout numbers.
+    page.click('#rollouts th a:has-text("Rollout")')
+    assert _ids(page) == ["0-0", "0-1", "0-2", "0-2-a1", "0-10", "1-0", "1-9", "1-11"]
+    # The task's link filters on it exactly; the resolved filter narrows further.
+    page.click('#tasks a:has-text("flask-4045")')
+    assert _ids(page) == ["1-0", "1-9", "1-11"]
+    expect(page.locator('input[name="task"]')).to_have_value("swe-verified/flask-4045")
+    page.select_option('select[name="resolved"]', "yes")
+    page.click('form.filters button[type="submit"]')
+    assert _ids(page) == ["1-9"]  # the 7th of the run: n % 3 == 0
+    expect(page.locator('#rollouts tr[data-rollout="1-9"] [data-col=resolved]')).to_contain_text(
+        "yes"
+    )
+    page.fill('input[name="task"]', "")
+    page.fill('input[name="task_has"]', "django")
+    page.select_option('select[name="resolved"]', "")
+    page.click('form.filters button[type="submit"]')
+    assert sorted(_ids(page)) == sorted(["0-0", "0-1", "0-2", "0-10", "0-2-a1"])
+    expect(page.locator('#rollouts tr[data-rollout="0-2-a1"] [data-col=attempt]')).to_have_text("1")

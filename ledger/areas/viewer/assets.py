@@ -48,6 +48,7 @@ td.num, th.num { text-align:right; }
 th { background:var(--panel); position:sticky; top:0; }
 th a { color:var(--fg); }
 tbody tr:hover { background:#eef3fb; }
+td.task { max-width:22rem; overflow:hidden; text-overflow:ellipsis; }
 td.id { white-space:normal; word-break:break-all; max-width:28rem; }
 .tag { display:inline-block; padding:0 .4rem; border-radius:3px; border:1px solid currentColor;
   font-size:.8rem; }
