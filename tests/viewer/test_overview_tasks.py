@@ -94,7 +94,7 @@ async def test_task_and_resolved_filters(tasks: httpx.AsyncClient) -> None:
 async def test_rows_show_task_attempt_resolved_and_wall_clock(tasks: httpx.AsyncClient) -> None:
     page = (await tasks.get("/ui/?id=0-2*")).text
     rows = dict(re.findall(r'<tr data-rollout="([^"]+)">(.*?)</tr>', page))
-    assert f'data-col="task">{DJANGO}<' in rows["0-2-a1"]
+    assert f'data-col="task" title="{DJANGO}">{DJANGO}<' in rows["0-2-a1"]
     assert 'data-col="attempt">1<' in rows["0-2-a1"]
     assert 'data-col="attempt">0<' in rows["0-2"]
     assert "✕ no" in rows["0-2-a1"] and "✓ yes" in rows["0-2"]

@@ -305,8 +305,9 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
         calls += f" (+{r.pending} pending)"
     return html(
         '<tr data-rollout="{id}"><td class="id"><a href="{href}">{id}</a></td>'
-        '<td class="task" data-col="task" title="{task}">{task}</td><td class="num" data-col="attempt">{attempt}'
-        '</td><td><span class="tag {scls}">{state}</span></td><td class="num">{gen}</td>'
+        '<td class="task" data-col="task" title="{task}">{task}</td>'
+        '<td class="num" data-col="attempt">{attempt}</td>'
+        '<td><span class="tag {scls}">{state}</span></td><td class="num">{gen}</td>'
         '<td class="verdict">{verdict}</td><td data-col="resolved">{resolved}</td>'
         '<td class="num">{calls}</td><td class="num">{tin}</td>'
         '<td class="num">{tout}</td><td class="num">{tcache}</td><td class="num">{treason}</td>'
