@@ -11,6 +11,12 @@ The database (``--quick``: 10,000 rollouts) is built once in-process and cached 
 ``bench-data/``; each rollout has 2 calls, the long one 400 calls in 4 invocations with 100
 tool calls. The last figure appends a call to the long rollout before each request, so its
 record is rebuilt and (with the health rules installed) its verdict recomputed.
+
+The transcript is timed on a conversation of its own, ``long-talk`` (posted over HTTP to the
+copy before timing): 400 chat calls of one thread whose requests carry the whole history so
+far (so the 400th request holds 800 messages), each reply a text and a tool call whose result
+opens the next request. Its first page and its last (``calls_from=300``, the longest
+histories) are timed.
 """
 
 from __future__ import annotations
@@ -35,7 +41,11 @@ from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.support.server import ServerProcess
 
-DESCRIPTION = "viewer pages: overview at 100,000 rollouts, a 400-call rollout; /healthz baseline"
+DESCRIPTION = (
+    "viewer pages: overview at 100,000 rollouts, a 400-call rollout and its transcript;"
+    " /healthz baseline"
+)
+TALK = "long-talk"
 
 LONG = "long-rollout"
 LONG_CALLS = 400
@@ -48,6 +58,43 @@ def _long_exchange(i: int) -> dict[str, Any]:
     body["completed_at"] = T0 + i * 2.0 + 1.0 + (i % 7) * 0.1
     body["latency_ms"] = (body["completed_at"] - body["started_at"]) * 1000
     return body
+
+
+def _talk(calls: int) -> list[dict[str, Any]]:
+    """A thread of ``calls`` chat calls, each request the whole history so far."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs. " * 20}]
+    bodies = []
+    for i in range(calls):
+        if i:
+            history.append({"role": "tool", "tool_call_id": f"call-{i - 1}", "content": "ok " * 60})
+        else:
+            history.append({"role": "user", "content": "Fix the failing test. " * 10})
+        reply = {
+            "role": "assistant",
+            "content": f"Step {i}: looking at the next file. " * 4,
+            "tool_calls": [
+                {
+                    "id": f"call-{i}",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": f'{{"cmd": "cat f{i}.py"}}'},
+                }
+            ],
+        }
+        body = exchange(f"talk-{i:04d}", padding=0)
+        body["started_at"] = T0 + i * 2.0
+        body["completed_at"] = T0 + i * 2.0 + 1.0
+        body["request"] = {"model": "policy", "messages": list(history)}
+        body["response"]["choices"][0]["message"] = reply
+        bodies.append(body)
+        history.append(reply)
+    return bodies
+
+
+def _post_talk(http: httpx.Client) -> None:
+    items = [{"rollout_id": TALK, "exchange": body} for body in _talk(LONG_CALLS)]
+    for start in range(0, len(items), 50):
+        reply = http.post("/v1/model-calls/batch", json={"items": items[start : start + 50]})
+        reply.raise_for_status()
 
 
 def _bundle() -> dict[str, Any]:
@@ -168,6 +215,7 @@ def main(argv: list[str]) -> None:
         try:
             with httpx.Client(base_url=server.base_url, timeout=120) as http:
                 cursor = _middle_cursor(http, rollouts)
+                _post_talk(http)
                 cases = [
                     ("baseline GET /healthz", "/healthz", False),
                     (
@@ -194,6 +242,16 @@ def main(argv: list[str]) -> None:
                         f"/ui/rollouts/{LONG}",
                         False,
                     ),
+                    (
+                        f"/ui/rollouts/{TALK}/transcript (first 100 of {LONG_CALLS} calls)",
+                        f"/ui/rollouts/{TALK}/transcript",
+                        False,
+                    ),
+                    (
+                        f"/ui/rollouts/{TALK}/transcript?calls_from=300 (the last page)",
+                        f"/ui/rollouts/{TALK}/transcript?calls_from=300",
+                        False,
+                    ),
                 ]
                 figures = []
                 for label, path, cold in cases:
@@ -210,4 +268,4 @@ def main(argv: list[str]) -> None:
     print(f"{rollouts:,} rollouts; sequential GETs over loopback (ms, client-observed)")
     for label, n, (p50, p99) in figures:
         print(f"  {label:58} p50 {p50:8.2f}   p99 {p99:8.2f}   (n={n})")
-    print("targets: overview p50 <= 50 ms, rollout page p50 <= 100 ms")
+    print("targets: overview p50 <= 50 ms, rollout page p50 <= 100 ms, transcript p50 <= 150 ms")

@@ -160,3 +160,189 @@ def retire(http: httpx.Client, token: str, rollout_ids: list[str]) -> None:
         json={"rollout_ids": rollout_ids},
         headers={"Authorization": f"Bearer {token}"},
     ).raise_for_status()
+
+
+# Hostile text for the transcript: markup, an attribute breaker, an RTL override, and (in one
+# dialect) a line of a million characters.
+HOSTILE = '<script>window.__pwned = 2</script>"><img src=x onerror="window.__pwned=3">'
+RTL = "invoice_\u202egnp.exe"
+HUGE_LINE = "A" * 1_000_000
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+    "rkJggg=="
+)
+
+
+def _timed(model_call_id: str, dialect: str, n: int) -> dict[str, Any]:
+    return {
+        "model_call_id": model_call_id,
+        "dialect": dialect,
+        "model_ref": MODEL_REF,
+        "started_at": T0 + 10 * n,
+        "completed_at": T0 + 10 * n + 1.5,
+        "latency_ms": 1500.0,
+        "latency_ttft_ms": 200.0,
+        "status_code": 200,
+        "error_category": None,
+    }
+
+
+def chat_dialogue(rollout_id: str) -> list[dict[str, Any]]:
+    """Two chat calls: a tool call, then its result (hostile) and the final answer."""
+    system = {"role": "system", "content": "You are terse."}
+    user = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is in the file?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}},
+        ],
+    }
+    reply = {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "I should read the file first.",
+        "tool_calls": [
+            {
+                "id": "call_read",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a.txt", "lines": 3}'},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "call_read", "content": f"{HOSTILE}\n{RTL}"}
+    answer = {"role": "assistant", "content": "The file holds markup and a renamed exe."}
+
+    def usage(prompt: int) -> dict[str, Any]:
+        return {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
+
+    first = {
+        **_timed(f"{rollout_id}-0", "chat", 0),
+        "request": {"model": "m-chat", "messages": [system, user]},
+        "response": {
+            "id": "chat-0",
+            "object": "chat.completion",
+            "model": "m-chat",
+            "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls"}],
+            "usage": usage(111),
+        },
+    }
+    second = {
+        **_timed(f"{rollout_id}-1", "chat", 1),
+        "request": {"model": "m-chat", "messages": [system, user, reply, result]},
+        "response": {
+            "id": "chat-1",
+            "object": "chat.completion",
+            "model": "m-chat",
+            "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+            "usage": usage(222),
+        },
+    }
+    return [first, second]
+
+
+def responses_dialogue(rollout_id: str) -> list[dict[str, Any]]:
+    """Two Responses calls: reasoning and a function call, then its output and the answer."""
+    user = {"role": "user", "content": [{"type": "input_text", "text": "List the directory."}]}
+    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Use ls."}]}
+    call = {
+        "type": "function_call",
+        "call_id": "fc_ls",
+        "name": "shell",
+        "arguments": '{"cmd":"ls"}',
+    }
+    output = {"type": "function_call_output", "call_id": "fc_ls", "output": f"{RTL}\n{HUGE_LINE}"}
+    answer = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Two files."}],
+    }
+
+    def usage(prompt: int) -> dict[str, Any]:
+        return {"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9}
+
+    first = {
+        **_timed(f"{rollout_id}-0", "responses", 0),
+        "request": {"model": "m-resp", "instructions": "Be brief.", "input": [user]},
+        "response": {
+            "id": "resp-0",
+            "model": "m-resp",
+            "status": "completed",
+            "output": [reasoning, call],
+            "usage": usage(50),
+        },
+    }
+    second = {
+        **_timed(f"{rollout_id}-1", "responses", 1),
+        "request": {
+            "model": "m-resp",
+            "instructions": "Be brief.",
+            "input": [user, reasoning, call, output],
+        },
+        "response": {
+            "id": "resp-1",
+            "model": "m-resp",
+            "status": "completed",
+            "output": [answer],
+            "usage": usage(60),
+        },
+    }
+    return [first, second]
+
+
+def messages_dialogue(rollout_id: str) -> list[dict[str, Any]]:
+    """Two Anthropic calls: thinking and a tool_use, then the tool_result and the answer."""
+    user = {"role": "user", "content": "Run the tests."}
+    blocks: list[dict[str, Any]] = [
+        {"type": "thinking", "thinking": "pytest it is."},
+        {"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"cmd": "pytest -q"}},
+    ]
+    reply = {
+        "role": "assistant",
+        "content": blocks,
+    }
+    result = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "tu_1", "content": HOSTILE, "is_error": True}
+        ],
+    }
+
+    def message(n: int, content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+        return {
+            "id": f"msg-{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": content,
+            "stop_reason": stop,
+            "usage": {"input_tokens": 70 + n, "output_tokens": 7},
+        }
+
+    first = {
+        **_timed(f"{rollout_id}-0", "messages", 0),
+        "request": {"model": "claude", "system": "You run tests.", "messages": [user]},
+        "response": message(0, blocks, "tool_use"),
+    }
+    second = {
+        **_timed(f"{rollout_id}-1", "messages", 1),
+        "request": {
+            "model": "claude",
+            "system": "You run tests.",
+            "messages": [user, reply, result],
+        },
+        "response": message(1, [{"type": "text", "text": "One test failed."}], "end_turn"),
+    }
+    return [first, second]
+
+
+DIALOGUES = {
+    "talk-chat": chat_dialogue,
+    "talk-responses": responses_dialogue,
+    "talk-messages": messages_dialogue,
+}
+
+
+def write_dialogues(http: httpx.Client) -> None:
+    for rollout_id, dialogue in DIALOGUES.items():
+        for body in dialogue(rollout_id):
+            http.post(f"/v1/rollouts/{rollout_id}/model-calls", json=body).raise_for_status()

@@ -89,7 +89,7 @@ async def test_filters_select_the_right_rows(filled: httpx.AsyncClient) -> None:
     live = _ids((await filled.get("/ui/?state=live&limit=50")).text)
     assert "run-05" not in live and len(live) == len(ROLLOUTS) - 1
     summary = (await filled.get("/ui/?id=run-0*")).text
-    assert re.search(r"<dt>Rollouts</dt><dd>10</dd>", summary)
+    assert re.search(r"<dt>Rollouts \(all attempts\)</dt><dd>10</dd>", summary)
     # run-00..run-09 have 1, 2, 3, 4, 1, 2, 3, 4, 1, 2 calls
     assert re.search(r"<dt>Model calls</dt><dd>23</dd>", summary)
     assert re.search(r"<dt>Tokens in</dt><dd>2,300</dd>", summary)

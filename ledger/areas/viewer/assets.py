@@ -48,6 +48,7 @@ td.num, th.num { text-align:right; }
 th { background:var(--panel); position:sticky; top:0; }
 th a { color:var(--fg); }
 tbody tr:hover { background:#eef3fb; }
+td.task { max-width:22rem; overflow:hidden; text-overflow:ellipsis; }
 td.id { white-space:normal; word-break:break-all; max-width:28rem; }
 .tag { display:inline-block; padding:0 .4rem; border-radius:3px; border:1px solid currentColor;
   font-size:.8rem; }
@@ -88,6 +89,39 @@ pre.json { margin:.3rem 0; padding:.5rem; background:#f7f7f9; border:1px solid v
 .j-key { color:#7a1f9c; } .j-str { color:#1d6b1d; } .j-num { color:#0b4f9c; }
 .j-lit { color:#8a3b00; font-weight:600; }
 .tail-controls { display:flex; gap:1rem; align-items:center; margin:.4rem 0 .8rem; }
+.tabs { display:flex; gap:.2rem; margin:.2rem 0 .8rem; border-bottom:1px solid var(--line); }
+.tabs a { padding:.3rem .8rem; border:1px solid var(--line); border-bottom:none;
+  border-radius:4px 4px 0 0; text-decoration:none; background:var(--panel); }
+.tabs a[aria-current=page] { background:#fff; color:var(--fg); font-weight:600;
+  margin-bottom:-1px; }
+a.to-turn { margin-left:1rem; font-size:.85rem; }
+.turn { border:1px solid var(--line); border-radius:6px; margin:.8rem 0; padding:.4rem .7rem;
+  max-width:70rem; }
+.turn.failed { border-left:6px double var(--failed); }
+.turn.truncated { border-left:6px dashed var(--truncated); }
+.turn-head { font-size:1rem; margin:.1rem 0; }
+.turn-meta { margin:0 0 .4rem; color:var(--muted); font-size:.85rem;
+  font-variant-numeric:tabular-nums; }
+.msg { margin:.4rem 0; padding:.3rem .6rem; border-left:4px solid var(--line);
+  background:#fafbfc; }
+.msg .role { font-size:.75rem; font-weight:700; text-transform:uppercase; color:var(--muted); }
+.msg.role-system, .msg.role-developer { border-left-color:#6b4fa0; }
+.msg.role-user { border-left-color:var(--call); }
+.msg.role-assistant { border-left-color:var(--tool); background:#f5faf7; }
+.msg.role-error { border-left-color:var(--failed); background:#fdf1f0; }
+.text { white-space:pre-wrap; overflow-wrap:anywhere; unicode-bidi:isolate; margin:.15rem 0; }
+.preview { unicode-bidi:isolate; color:var(--muted); }
+details.reasoning > summary, details.fold > summary { cursor:pointer; color:var(--link); }
+.tool-call { display:grid; grid-template-columns:minmax(0,1fr) minmax(0,1fr); gap:.6rem;
+  margin:.3rem 0; }
+.tool-args, .tool-result { border:1px solid var(--line); border-radius:4px; padding:.25rem .5rem;
+  background:#fff; min-width:0; }
+.tool-result.failed { border:2px dashed var(--failed); }
+.part-head { font-size:.85rem; font-weight:600; }
+pre.args { margin:.2rem 0; white-space:pre-wrap; overflow-wrap:anywhere; font-size:12px;
+  max-height:24rem; overflow:auto; unicode-bidi:isolate; }
+details.image img { max-width:100%; max-height:24rem; }
+@media (max-width: 700px) { .tool-call { grid-template-columns:minmax(0,1fr); } }
 @media (max-width: 1100px) { main { padding:.6rem; } th, td { padding:.25rem .3rem; } }
 """
 

@@ -15,6 +15,7 @@ from ledger.areas.viewer.overview_query import (
     OverviewQuery,
     OverviewRow,
     OverviewSummary,
+    TaskRow,
     decode_cursor,
 )
 
@@ -22,16 +23,20 @@ MAX_GLOB = 200
 
 COLUMNS: tuple[tuple[str, str | None, bool], ...] = (
     # (heading, sort key or None, numeric)
-    ("Rollout", "id", False),
+    ("Rollout", "natural", False),
+    ("Task", None, False),
+    ("Attempt", None, True),
     ("State", None, False),
     ("Gen", "generation", True),
     ("Verdict", None, False),
+    ("Resolved", None, False),
     ("Calls", "calls", True),
     ("Tokens in", "tokens_in", True),
     ("Out", "tokens_out", True),
     ("Cached", "tokens_cached", True),
     ("Reasoning", "tokens_reasoning", True),
-    ("Latency ms", "latency", True),
+    ("Σ call latency ms", "latency", True),
+    ("Wall clock s", "duration", True),
     ("Gaps", "gaps", True),
     ("Last event", "last_event", True),
 )
@@ -52,6 +57,16 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
     gap_text = params.get("gaps") or None
     if gap_text not in (None, "yes", "no"):
         raise InvalidOverviewQuery("gaps: expected yes or no")
+    task = params.get("task") or None
+    task_has = params.get("task_has") or None
+    for name, value in (("task", task), ("task_has", task_has)):
+        if value is not None and (len(value) > MAX_GLOB or not value.isprintable()):
+            raise InvalidOverviewQuery(
+                f"{name}: expected printable text of at most {MAX_GLOB} characters"
+            )
+    resolved = params.get("resolved") or None
+    if resolved not in (None, "yes", "no", "unknown"):
+        raise InvalidOverviewQuery("resolved: expected yes, no or unknown")
     verdict = params.get("verdict") or None
     if verdict is not None and len(verdict) > 40:
         raise InvalidOverviewQuery("verdict: too long")
@@ -71,6 +86,9 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
             state=state,  # type: ignore[arg-type]
             has_gap=None if gap_text is None else gap_text == "yes",
             verdict=verdict,
+            task=task,
+            task_has=task_has,
+            resolved=resolved,
         ),
         sort=sort,
         direction=direction,  # type: ignore[arg-type]
@@ -86,6 +104,9 @@ def _filter_params(q: OverviewQuery) -> dict[str, object]:
         "state": f.state,
         "gaps": None if f.has_gap is None else ("yes" if f.has_gap else "no"),
         "verdict": f.verdict,
+        "task": f.task,
+        "task_has": f.task_has,
+        "resolved": f.resolved,
     }
 
 
@@ -114,6 +135,10 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
         ' rollouts">'
         '<label>Rollout id (glob)<input name="id" value="{glob}" placeholder="task7-*"'
         ' maxlength="{max}"></label>'
+        '<label>Task (exactly)<input name="task" value="{task}" maxlength="{max}"></label>'
+        '<label>Task contains<input name="task_has" value="{task_has}" maxlength="{max}">'
+        "</label>"
+        '<label>Resolved<select name="resolved">{resolved}</select></label>'
         '<label>State<select name="state">{states}</select></label>'
         '<label>Verdict<select name="verdict"{vdis}>{verdicts}</select></label>'
         '<label>Gaps<select name="gaps">{gaps}</select></label>'
@@ -123,6 +148,12 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
         '<button type="submit">Apply</button> <a href="/ui/">Clear</a></form>',
         glob=f.id_glob or "",
         max=MAX_GLOB,
+        task=f.task or "",
+        task_has=f.task_has or "",
+        resolved=join(
+            _option(v, label, f.resolved)
+            for v, label in (("", "any"), ("yes", "yes"), ("no", "no"), ("unknown", "not reported"))
+        ),
         states=join(
             [
                 _option("", "any", f.state),
@@ -156,11 +187,11 @@ def _card(title: str, items: list[tuple[str, str]]) -> Html:
 def summary_cards(s: OverviewSummary, verdict_counts: Mapping[str, int]) -> Html:
     judged = s.resolved + s.unresolved
     quality = [
-        ("Rollouts", number(s.rollouts)),
+        ("Rollouts (all attempts)", number(s.rollouts)),
         ("Live / retired", f"{number(s.live)} / {number(s.retired)}"),
         ("With gaps", f"{number(s.with_gaps)} ({number(s.gaps)} gaps)"),
         (
-            "Resolved",
+            "Resolved (all attempts)",
             f"{number(s.resolved)} of {number(judged)}"
             + (f" ({100 * s.resolved / judged:.1f}%)" if judged else ""),
         ),
@@ -203,6 +234,70 @@ def _heading(q: OverviewQuery, title: str, key: str | None, numeric: bool) -> Ht
     )
 
 
+def _resolved(value: bool | None) -> Html:
+    if value is None:
+        return Html('<span class="muted">–</span>')
+    return (
+        Html('<span class="ok">✓ yes</span>') if value else Html('<span class="failed">✕ no</span>')
+    )
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def tasks_table(s: OverviewSummary) -> Html:
+    """Per task: rollouts (all attempts), then the latest attempt of each rollout."""
+    if not s.tasks:
+        return Html("")
+    rows = join(_task_row(t) for t in s.tasks)
+    more = (
+        html(
+            '<p class="muted">The first {k} of {n} tasks (by task id); filter by task to see'
+            " the others.</p>",
+            k=len(s.tasks),
+            n=number(s.task_count),
+        )
+        if s.task_count > len(s.tasks)
+        else Html("")
+    )
+    return html(
+        '<h2 id="tasks-heading">Tasks</h2><div class="table-wrap"><table id="tasks">'
+        '<caption class="muted">Rollouts counts every attempt; latest, resolved and duration'
+        " are over the latest attempt of each rollout (a retried rollout counts once); tokens"
+        " are in + out over every attempt.</caption><thead><tr>"
+        '<th scope="col">Task</th><th scope="col" class="num">Rollouts (all attempts)</th>'
+        '<th scope="col" class="num">Latest attempts</th>'
+        '<th scope="col" class="num">Resolved (latest)</th>'
+        '<th scope="col" class="num">Tokens</th>'
+        '<th scope="col" class="num">p50 wall clock s</th>'
+        '<th scope="col" class="num">p95 wall clock s</th></tr></thead><tbody>{rows}</tbody>'
+        "</table></div>{more}",
+        rows=rows,
+        more=more,
+    )
+
+
+def _task_row(t: TaskRow) -> Html:
+    rate = f" ({100 * t.resolved / t.judged:.0f}%)" if t.judged else ""
+    return html(
+        '<tr data-task="{task}"><td class="id"><a href="{href}">{task}</a></td>'
+        '<td class="num">{n}</td><td class="num">{latest}</td>'
+        '<td class="num">{res} of {judged}{rate}</td><td class="num">{tokens}</td>'
+        '<td class="num">{p50}</td><td class="num">{p95}</td></tr>',
+        task=t.task,
+        href="/ui/" + query(task=t.task, sort="natural"),
+        n=number(t.rollouts),
+        latest=number(t.latest),
+        res=number(t.resolved),
+        judged=number(t.judged),
+        rate=rate,
+        tokens=number(t.tokens),
+        p50=_seconds(t.p50_s),
+        p95=_seconds(t.p95_s),
+    )
+
+
 def _row(r: OverviewRow, verdict: str | None) -> Html:
     state_cls = "retired" if r.state == "retired" else "ok"
     calls = number(r.calls)
@@ -210,10 +305,14 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
         calls += f" (+{r.pending} pending)"
     return html(
         '<tr data-rollout="{id}"><td class="id"><a href="{href}">{id}</a></td>'
+        '<td class="task" data-col="task" title="{task}">{task}</td>'
+        '<td class="num" data-col="attempt">{attempt}</td>'
         '<td><span class="tag {scls}">{state}</span></td><td class="num">{gen}</td>'
-        '<td class="verdict">{verdict}</td><td class="num">{calls}</td><td class="num">{tin}</td>'
+        '<td class="verdict">{verdict}</td><td data-col="resolved">{resolved}</td>'
+        '<td class="num">{calls}</td><td class="num">{tin}</td>'
         '<td class="num">{tout}</td><td class="num">{tcache}</td><td class="num">{treason}</td>'
-        '<td class="num">{lat}</td><td class="num{gcls}">{gaps}</td>'
+        '<td class="num">{lat}</td><td class="num" data-col="duration">{dur}</td>'
+        '<td class="num{gcls}">{gaps}</td>'
         '<td class="num"><time datetime="{iso}">{when}</time> <span'
         ' class="muted">#{seq}</span></td></tr>',
         id=r.rollout_id,
@@ -228,6 +327,10 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
         tcache=number(r.tokens_cached),
         treason=number(r.tokens_reasoning),
         lat=number(r.latency_ms),
+        task=r.task_id or "–",
+        attempt=r.attempt,
+        resolved=_resolved(r.resolved),
+        dur=_seconds(r.duration_s),
         gcls=" failed" if r.gaps else "",
         gaps=number(r.gaps),
         iso=r.updated_at.isoformat(),
@@ -256,13 +359,15 @@ def overview_body(
             html('<a href="{h}" rel="next">Next page</a>', h=_link(q, after=page.next_after))
         )
     return html(
-        "<h1>Rollouts</h1>{filters}{summary}"
+        "<h1>Rollouts</h1>{filters}{summary}{tasks}"
         '<div class="table-wrap"><table id="rollouts"><caption class="muted">{caption}</caption>'
         "<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
         '<nav class="pager" aria-label="Pages of rollouts">{pager}</nav>',
         filters=_filters(q, verdict_names),
         summary=summary_cards(summary, verdict_counts),
-        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected"
+        tasks=tasks_table(summary),
+        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected rollouts (every"
+        " attempt is a rollout)"
         f" (summary as of event #{summary_seq})",
         head=head,
         body=body,

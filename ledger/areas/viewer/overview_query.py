@@ -29,6 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_state
 from ledger.areas.observations.tables import observation_records
+from ledger.areas.viewer.natural_sort import natural_key
+from ledger.gym.ids import split_transport_rollout_id
 from ledger.log.tables import rollouts
 
 State = Literal["live", "retired"]
@@ -53,10 +55,20 @@ TOKENS_OUT = _call_sum(capture_calls.c.tokens_out)
 TOKENS_CACHED = _call_sum(capture_calls.c.cached_tokens)
 TOKENS_REASONING = _call_sum(capture_calls.c.tokens_reasoning)
 LATENCY = _call_sum(capture_calls.c.latency_total_ms)
+# Wall clock: the first call's start to the last call's end, in seconds (not the sum of the
+# calls' latencies, which counts parallel calls twice and misses the time between calls).
+DURATION = (
+    select(func.max(capture_calls.c.completed_at) - func.min(capture_calls.c.started_at))
+    .where(capture_calls.c.rollout_id == rollouts.c.rollout_id)
+    .where(capture_calls.c.generation == rollouts.c.generation)
+    .correlate(rollouts)
+    .scalar_subquery()
+)
 
 # Sort keys: NULLs sort as -1 so the keyset comparison is total (unknown sorts below zero).
 SORTS: dict[str, ColumnElement[Any]] = {
     "id": rollouts.c.rollout_id,
+    "natural": natural_key(rollouts.c.rollout_id),
     "generation": rollouts.c.generation,
     "last_event": rollouts.c.last_seq,
     "calls": func.coalesce(capture_state.c.record_count, -1),
@@ -65,9 +77,10 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "tokens_cached": func.coalesce(TOKENS_CACHED, -1),
     "tokens_reasoning": func.coalesce(TOKENS_REASONING, -1),
     "latency": func.coalesce(LATENCY, -1.0),
+    "duration": func.coalesce(DURATION, -1.0),
     "gaps": func.coalesce(observation_records.c.gap_count, -1),
 }
-NUMERIC_SORTS = frozenset(SORTS) - {"id"}
+NUMERIC_SORTS = frozenset(SORTS) - {"id", "natural"}
 PAGE_SIZES = (25, 50, 100, 200)
 
 
@@ -81,6 +94,11 @@ class OverviewFilter:
     state: State | None = None
     has_gap: bool | None = None
     verdict: str | None = None
+    # The task id exactly, or containing this text (``%`` and ``_`` literal); resolved is
+    # "yes", "no" or "unknown" (no result reported).
+    task: str | None = None
+    task_has: str | None = None
+    resolved: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,13 @@ class OverviewRow:
     gaps: int | None
     resolved: bool | None
     sort_key: Any
+    task_id: str | None = None
+    duration_s: float | None = None
+
+    @property
+    def attempt(self) -> int:
+        """Gym's attempt (the ``-a<n>`` suffix; 0 without one)."""
+        return split_transport_rollout_id(self.rollout_id)[1]
 
 
 @dataclass(frozen=True)
@@ -130,6 +155,39 @@ class OverviewSummary:
     tokens_reasoning: int = 0
     latency_ms: float = 0.0
     mean_coverage: float | None = None
+    # Per task (``TASKS_SHOWN`` at most, by task id) and how many tasks the selection has.
+    tasks: tuple[TaskRow, ...] = ()
+    task_count: int = 0
+
+
+TASKS_SHOWN = 50
+NO_TASK = "(no task reported)"
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of the selection. ``rollouts`` counts every attempt; the rest is over the
+    latest attempt of each rollout (a retried rollout counts once, as its last try)."""
+
+    task: str
+    rollouts: int
+    latest: int
+    resolved: int
+    judged: int
+    tokens: int
+    p50_s: float | None
+    p95_s: float | None
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _like_literal(text: str) -> str:
+    return "".join("\\" + c if c in "%_\\" else c for c in text)
 
 
 def glob_to_like(pattern: str) -> str:
@@ -183,6 +241,17 @@ def _where(flt: OverviewFilter) -> list[ColumnElement[bool]]:
         conditions.append(observation_records.c.gap_count > 0)
     elif flt.has_gap is False:
         conditions.append(func.coalesce(observation_records.c.gap_count, 0) == 0)
+    if flt.task is not None:
+        conditions.append(observation_records.c.task_id == flt.task)
+    if flt.task_has:
+        pattern = "%" + _like_literal(flt.task_has) + "%"
+        conditions.append(observation_records.c.task_id.like(pattern, escape="\\"))
+    if flt.resolved == "yes":
+        conditions.append(observation_records.c.resolved.is_(True))
+    elif flt.resolved == "no":
+        conditions.append(observation_records.c.resolved.is_(False))
+    elif flt.resolved == "unknown":
+        conditions.append(observation_records.c.resolved.is_(None))
     return conditions
 
 
@@ -226,6 +295,8 @@ def page_statement(query: OverviewQuery) -> Select[Any]:
             observation_records.c.gap_count,
             observation_records.c.resolved,
             key.label("sort_key"),
+            observation_records.c.task_id,
+            DURATION.label("duration_s"),
         )
         .select_from(_joined())
         .where(and_(true(), *conditions))
@@ -304,6 +375,8 @@ async def read_page(conn: AsyncConnection, query: OverviewQuery) -> OverviewPage
             gaps=r.gap_count,
             resolved=r.resolved,
             sort_key=r.sort_key,
+            task_id=r.task_id,
+            duration_s=None if r.duration_s is None else float(r.duration_s),
         )
         for r in found[: query.limit]
     ]
@@ -333,8 +406,80 @@ async def read_summary(conn: AsyncConnection, flt: OverviewFilter) -> OverviewSu
         "tokens_cached",
         "tokens_reasoning",
     ]
+    tasks, task_count = await read_tasks(conn, flt)
     return OverviewSummary(
         **dict(zip(names, ints, strict=True)),
         latency_ms=float(sums[4] or 0.0),
         mean_coverage=None if r[10] is None else float(r[10]),
+        tasks=tasks,
+        task_count=task_count,
     )
+
+
+def tasks_statement(flt: OverviewFilter) -> Select[Any]:
+    """Each selected rollout's task, resolved, tokens and wall clock (one grouped pass over
+    the calls of the current generations)."""
+    per_rollout = (
+        select(
+            capture_calls.c.rollout_id,
+            capture_calls.c.generation,
+            (func.max(capture_calls.c.completed_at) - func.min(capture_calls.c.started_at)).label(
+                "duration"
+            ),
+            func.coalesce(func.sum(capture_calls.c.tokens_in), 0).label("tin"),
+            func.coalesce(func.sum(capture_calls.c.tokens_out), 0).label("tout"),
+        )
+        .group_by(capture_calls.c.rollout_id, capture_calls.c.generation)
+        .subquery()
+    )
+    return (
+        select(
+            rollouts.c.rollout_id,
+            observation_records.c.task_id,
+            observation_records.c.resolved,
+            per_rollout.c.duration,
+            per_rollout.c.tin,
+            per_rollout.c.tout,
+        )
+        .select_from(
+            _joined().outerjoin(
+                per_rollout,
+                and_(
+                    per_rollout.c.rollout_id == rollouts.c.rollout_id,
+                    per_rollout.c.generation == rollouts.c.generation,
+                ),
+            )
+        )
+        .where(and_(true(), *_where(flt)))
+    )
+
+
+async def read_tasks(conn: AsyncConnection, flt: OverviewFilter) -> tuple[tuple[TaskRow, ...], int]:
+    """The selection's tasks (the first ``TASKS_SHOWN`` by task id) and how many there are."""
+    by_task: dict[str, list[Any]] = {}
+    for row in (await conn.execute(tasks_statement(flt))).all():
+        by_task.setdefault(row.task_id or NO_TASK, []).append(row)
+    found = []
+    for task in sorted(by_task)[:TASKS_SHOWN]:
+        rows = by_task[task]
+        latest: dict[str, tuple[int, Any]] = {}
+        for row in rows:
+            logical, attempt = split_transport_rollout_id(row.rollout_id)
+            key = logical or row.rollout_id
+            if key not in latest or attempt > latest[key][0]:
+                latest[key] = (attempt, row)
+        last = [row for _, row in latest.values()]
+        durations = [float(r.duration) for r in last if r.duration is not None]
+        found.append(
+            TaskRow(
+                task=task,
+                rollouts=len(rows),
+                latest=len(last),
+                resolved=sum(1 for r in last if r.resolved is True),
+                judged=sum(1 for r in last if r.resolved is not None),
+                tokens=sum(int(r.tin or 0) + int(r.tout or 0) for r in rows),
+                p50_s=_quantile(durations, 0.5),
+                p95_s=_quantile(durations, 0.95),
+            )
+        )
+    return tuple(found), len(by_task)

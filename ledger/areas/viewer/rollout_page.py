@@ -27,6 +27,7 @@ from ledger.areas.viewer.rollout_query import (
     ToolCall,
 )
 from ledger.areas.viewer.timeline import call_owners, invocation_order, timeline_svg
+from ledger.areas.viewer.transcript_page import tabs, transcript_url
 from ledger.areas.viewer.verdicts import Judgement, health_rules
 
 # The health section lists at most this many findings that are not shown under a call row.
@@ -122,7 +123,9 @@ def _calls_table(
                 '<tr class="payload-row"><td></td><td colspan="12">'
                 '<details class="json" data-src="{src}?fragment=1"><summary>Request and response'
                 '</summary><div class="json-body"><a href="{src}">Open the request and response'
-                "</a></div></details>{about}</td></tr>",
+                '</a></div></details><a class="to-turn" href="{turn}">In the transcript</a>'
+                "{about}</td></tr>",
+                turn=transcript_url(d.rollout_id, d.at.calls_from) + f"#turn-{c.call_index}",
                 about=join(about),
                 i=c.call_index,
                 model=c.model or c.model_ref_name or "–",
@@ -515,7 +518,7 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         items=join(html("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in facts),
     )
     return html(
-        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{card}{health}'
+        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{tabs}{card}{health}'
         '<h2 id="timeline">Timeline</h2><div class="legend" aria-hidden="true"><span><i'
         ' class="l-call"></i>model call</span>'
         '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed</span>'
@@ -528,6 +531,7 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
+        tabs=tabs(d.rollout_id, "details", d.at.calls_from),
         card=card,
         health=health,
         pending=d.pending_count,

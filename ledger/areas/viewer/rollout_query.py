@@ -204,7 +204,7 @@ class RolloutDetail:
         return self.calls_previous is not None or self.calls_next is not None
 
 
-def _invocations(bundle: str | None, result: str | None) -> list[Invocation]:
+def read_invocations(bundle: str | None, result: str | None) -> list[Invocation]:
     """The producer trajectory's invocations, then the observed ones not already listed."""
     raw: list[dict[str, Any]] = []
     if result:
@@ -239,7 +239,7 @@ def _invocations(bundle: str | None, result: str | None) -> list[Invocation]:
     return found
 
 
-_CALL_COLUMNS = (
+CALL_COLUMNS = (
     capture_calls.c.call_index,
     capture_calls.c.seq,
     capture_calls.c.damaged,
@@ -291,7 +291,7 @@ def _read_calls(conn: Connection, detail: RolloutDetail, at: PageAt) -> None:
     found = [
         Call(*r)
         for r in conn.execute(
-            select(*_CALL_COLUMNS)
+            select(*CALL_COLUMNS)
             .where(mine, capture_calls.c.call_index >= start)
             .order_by(capture_calls.c.call_index)
             .limit(CALLS_PER_PAGE + 1)
@@ -455,7 +455,7 @@ def read_rollout(
         detail.task_id = record.task_id
         detail.resolved = record.resolved
         detail.coverage = record.token_observability_coverage
-        detail.invocations = _invocations(record.bundle, record.result)
+        detail.invocations = read_invocations(record.bundle, record.result)
     _read_tools(conn, detail)
     detail.gaps = [
         Gap(*r)

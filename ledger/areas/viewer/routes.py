@@ -17,7 +17,14 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
-from ledger.areas.viewer import events_query, overview_query, rollout_query, signin, verdicts
+from ledger.areas.viewer import (
+    events_query,
+    overview_query,
+    rollout_query,
+    signin,
+    transcript_query,
+    verdicts,
+)
 from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
 from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
 from ledger.areas.viewer.json_view import json_html
@@ -26,6 +33,7 @@ from ledger.areas.viewer.markup import Html, html
 from ledger.areas.viewer.overview_page import overview_body, parse_query, rollout_url
 from ledger.areas.viewer.rollout_page import MAX_CALL_INDEX, parse_page_at, rollout_body
 from ledger.areas.viewer.summary_cache import SummaryCache
+from ledger.areas.viewer.transcript_page import transcript_body
 from ledger.areas.viewer.verdicts import Judgement
 from ledger.gym.ids import is_valid_rollout_id
 
@@ -195,6 +203,24 @@ async def rollout(request: Request, rollout_id: str) -> Response:
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
     return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
+
+
+@router.get("/rollouts/{rollout_id}/transcript")
+async def transcript(request: Request, rollout_id: str) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    if not is_valid_rollout_id(rollout_id):
+        return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
+    try:
+        at = parse_page_at(request.query_params)
+    except rollout_query.InvalidRolloutQuery as exc:
+        return problem(400, str(exc))
+    data = await get_ledger(request).store.read_sync(
+        lambda conn: transcript_query.read_transcript(conn, rollout_id, at.calls_from)
+    )
+    if data is None:
+        return problem(404, f"No rollout {rollout_id!r} in this ledger.")
+    return page(f"Transcript of {rollout_id}", transcript_body(data))
 
 
 @router.get("/rollouts/{rollout_id}/calls/{call_index}/payload")
