@@ -1,6 +1,6 @@
-"""The ``evidence_calls`` projection (the ``call_evidence`` view reads it): for each rollout generation, every model call id the log
-knows from a lineage row (committed or failure), an intent, or a capture, and which of the
-three it has.
+"""The ``evidence_calls`` projection (read through the ``call_evidence`` view): for each
+rollout generation, every model call id the log knows from a lineage row (committed or
+failure), an intent, or a capture, and which of the three it has.
 
 One statement per event: an upsert that keeps the first seq of each kind (a repeat of a row,
 an intent or a capture changes nothing). ``capture.cleared`` forgets the captures (the calls'

@@ -47,7 +47,7 @@ def has_intent(tx: WriteTransaction, rollout_id: str, model_call_id: str) -> boo
 
 
 def record_intents_in(
-    tx: WriteTransaction, rollout_id: str, model_call_ids: Sequence[str]
+    tx: WriteTransaction, *, rollout_id: str, model_call_ids: Sequence[str]
 ) -> IntentReceipt:
     """Inside a writer command: one ``model_call.intent_recorded`` per id the rollout's current
     generation has no intent for yet (repeats, in the list or in the log, append nothing)."""
@@ -160,7 +160,9 @@ async def record_intents(
 ) -> IntentReceipt:
     validate_rollout_id(rollout_id)
     ids = list(model_call_ids)
-    receipt: IntentReceipt = await store.execute(lambda tx: record_intents_in(tx, rollout_id, ids))
+    receipt: IntentReceipt = await store.execute(
+        lambda tx: record_intents_in(tx, rollout_id=rollout_id, model_call_ids=ids)
+    )
     return receipt
 
 
