@@ -5,6 +5,7 @@ rebuilt by ``verify`` equals the live one."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.log.verify import verify_projections
+from tests.cli.support import invoke
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row
 from tests.runs.support import ledger_of, rows
@@ -155,7 +157,8 @@ async def test_intents_route_is_idempotent_and_refuses_bad_bodies(
         "already_recorded": ["c2"],
         "seqs": [],
     }
-    for body in ({"model_call_ids": []}, {"model_call_ids": [""]}, {"ids": ["c1"]}, [1]):
+    bodies: list[Any] = [{"model_call_ids": []}, {"model_call_ids": [""]}, {"ids": ["c1"]}, [1]]
+    for body in bodies:
         reply = await client.post("/v1/rollouts/r1/model-calls/intents", json=body)
         assert reply.status_code == 422, (body, reply.text)
         assert len(reply.text) < 2000
@@ -186,3 +189,83 @@ async def test_after_the_grace_window_an_uncaptured_call_is_missing(
     assert document["grace_s"] == 0.0
     assert document["findings"] == {"model_call_capture_missing": ["c2"]}
     assert document["coverage"]["missing"] == 1 and document["coverage"]["captured"] == 1
+
+
+async def test_health_routes_metrics_and_the_cli_report_coverage(
+    no_grace_client: httpx.AsyncClient, database_url: str
+) -> None:
+    client = no_grace_client
+    # Run a: c1 admitted and captured, c2 admitted only. Run b: an intent only. Unlabelled: a
+    # capture without a row on a rollout that has rows.
+    await _post_row(client, "1-0", committed_row("1-0", "c1"))
+    await _post_row(client, "1-0", committed_row("1-0", "c2"))
+    labelled = await client.post(
+        "/v1/rollouts/1-0/model-calls",
+        params={"run": "run-a"},
+        json=chat_exchange(model_call_id="c1"),
+    )
+    assert labelled.status_code == 201, labelled.text
+    await _intents(client, "2-0", "d1")
+    await client.post(
+        "/v1/rollouts/2-0/model-calls",
+        params={"run": "run-b"},
+        json=chat_exchange(model_call_id="d1"),
+    )
+    await _intents(client, "2-0", "d2")
+    await _post_row(client, "3-0", committed_row("3-0", "e1"))
+    await _capture(client, "3-0", "e1")
+    await _capture(client, "3-0", "stray")
+
+    answer = await client.get("/v1/health")
+    assert answer.status_code == 200, answer.text
+    check = answer.json()["ledger_checks"]["model_call_evidence"]
+    assert {k: check[k] for k in ("admitted", "captured", "missing", "pending")} == {
+        "admitted": 5,
+        "captured": 3,
+        "missing": 2,
+        "pending": 0,
+    }
+    assert check["captures_without_row"] == 1
+    assert {run["run"]: run["missing"] for run in check["runs"]} == {
+        None: 0,
+        "run-a": 1,
+        "run-b": 1,
+    }
+    only_a = (await client.get("/v1/health", params={"run": "run-a"})).json()
+    assert only_a["ledger_checks"]["model_call_evidence"]["admitted"] == 2
+    assert [run["run"] for run in only_a["ledger_checks"]["model_call_evidence"]["runs"]] == [
+        "run-a"
+    ]
+
+    # A rollout with a record: Gym's verdict and the ledger's check side by side.
+    one = (await client.get("/v1/rollouts/1-0/health")).json()
+    assert one["verdict"] is not None
+    assert one["ledger_checks"]["model_call_evidence"]["findings"] == {
+        "model_call_capture_missing": ["c2"]
+    }
+    # Only a lineage row and no record: Gym's part is null, the ledger's check is there.
+    await _post_row(client, "4-0", committed_row("4-0", "f1"))
+    four = await client.get("/v1/rollouts/4-0/health")
+    assert four.status_code == 200, four.text
+    assert four.json()["verdict"] is None
+    assert four.json()["ledger_checks"]["model_call_evidence"]["coverage"]["missing"] == 1
+    assert (await client.get("/v1/rollouts/nope/health")).status_code == 404
+
+    metrics = (await client.get("/metrics")).text
+    assert (
+        'ledger_model_calls_by_evidence_finding{kind="model_call_capture_missing"} 3.0' in metrics
+    )
+    assert (
+        'ledger_model_calls_by_evidence_finding{kind="model_call_capture_pending"} 0.0' in metrics
+    )
+    assert (
+        'ledger_model_calls_by_evidence_finding{kind="model_call_lineage_row_missing"} 1.0'
+        in metrics
+    )
+
+    # ``ledger health``, with its default window (5 s): the same calls are pending there.
+    result = await asyncio.to_thread(invoke, database_url, "health", "--run", "run-a")
+    assert result.exit_code == 0, result.output
+    assert "Call evidence (ledger check, grace 5 s): 2 admitted, 1 captured, 0 missing, " in (
+        result.output
+    )
