@@ -13,6 +13,7 @@ from sqlalchemy import MetaData
 from ledger.app.area import Area, ProjectionOptions
 from ledger.app.core_area import CORE
 from ledger.areas.captures.area import AREA as CAPTURES
+from ledger.areas.evidence.area import AREA as EVIDENCE
 from ledger.areas.health.area import AREA as HEALTH
 from ledger.areas.lineage.area import AREA as LINEAGE
 from ledger.areas.observations.area import AREA as OBSERVATIONS
@@ -26,7 +27,7 @@ from ledger.mirror.base import MirrorArea
 
 
 def areas() -> list[Area]:
-    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, RUNS, HEALTH, PROXY, VIEWER]
+    return [CORE, CAPTURES, LINEAGE, OBSERVATIONS, RUNS, EVIDENCE, HEALTH, PROXY, VIEWER]
 
 
 def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:

@@ -134,6 +134,11 @@ class Settings(BaseSettings):
         default=False, description="poll followed dirs even where inotify works (NFS)"
     )
     follow_poll_interval_s: float = Field(default=0.25, gt=0, le=60)
+    # How long an admitted call (lineage row or intent) may go without its capture before the
+    # ledger names it missing instead of pending (docs/gym.md, "What the ledger reconciles").
+    capture_grace_s: float = Field(
+        default=5.0, ge=0, le=86_400, description="seconds a live call's capture may take"
+    )
 
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:

@@ -96,11 +96,23 @@ class LedgerMetrics:
             ["verdict"],
             registry=self.registry,
         )
+        # The evidence area's findings (areas/evidence/findings.py), counted at scrape time.
+        self.calls_by_evidence_finding = Gauge(
+            "ledger_model_calls_by_evidence_finding",
+            "Calls of current rollout generations by evidence finding (pending, missing "
+            "capture; capture without a lineage row)",
+            ["kind"],
+            registry=self.registry,
+        )
         self.health_findings_behind = Gauge(
             "ledger_health_findings_behind_rollouts",
             "Rollouts whose health findings are missing or older than their record",
             registry=self.registry,
         )
+
+    def set_call_evidence(self, by_kind: dict[str, int]) -> None:
+        for kind, count in by_kind.items():
+            self.calls_by_evidence_finding.labels(kind=kind).set(count)
 
     def set_health_verdicts(self, by_verdict: dict[str, int], behind: int) -> None:
         for verdict, count in by_verdict.items():

@@ -258,11 +258,16 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     assert b"".join(report.verdict_lines()) == b"".join(verdict_lines(expected.digests))
     after = (await client.get(f"/v1/rollouts/{changed}/health")).json()
     assert after["last_seq"] > before.json()["last_seq"]
-    assert after == await _computed_on_read(client, changed, after["last_seq"])
+    assert _gyms_part(after) == await _computed_on_read(client, changed, after["last_seq"])
 
     assert await follower.catch_up() == 1
     again = await service.report(Selection(attempts="all"))
     assert again.computed_on_read == 0 and again.summary == report.summary
+
+
+def _gyms_part(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer without the ledger's own check (areas/evidence), which Gym has no part in."""
+    return {key: value for key, value in answer.items() if key != "ledger_checks"}
 
 
 async def _computed_on_read(client: httpx.AsyncClient, rollout_id: str, seq: int) -> Any:
@@ -290,7 +295,8 @@ async def test_one_rollout_from_its_row_equals_the_record_checked(
         if answer.status_code == 404:
             continue
         health = answer.json()
-        assert health == await _computed_on_read(client, rollout.rollout_id, health["last_seq"])
+        expected = await _computed_on_read(client, rollout.rollout_id, health["last_seq"])
+        assert _gyms_part(health) == expected
 
 
 async def _sql(ledger: Ledger, query: str) -> list[Any]:

@@ -53,6 +53,11 @@ def import_captures(
             f"captures: {summary.conflicting_ids} lines reuse a model_call_id with a different "
             "exchange; kept as damaged evidence"
         )
+    if summary.intents or summary.unreadable_intents:
+        click.echo(
+            f"intents: {summary.intents} recorded, {summary.unreadable_intents} lines that are "
+            "not a model call id"
+        )
     for name in summary.skipped_files:
         click.echo(f"captures: skipped {name}: not a valid rollout id")
     if run_label is not None:

@@ -13,6 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ledger.app.bootstrap import Ledger
 from ledger.app.http.auth import MetricsAuth
 from ledger.app.http.deps import LedgerDep
+from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
+from ledger.areas.evidence.service import EvidenceService
 from ledger.log import migrate
 from ledger.log.errors import LedgerError
 from ledger.log.projection_versions import stale_projections_async
@@ -20,7 +22,6 @@ from ledger.log.rebuild import stale_error
 from ledger.mirror.checkpoint import read_lag
 
 log = logging.getLogger(__name__)
-
 router = APIRouter(tags=["operations"])
 
 
@@ -63,6 +64,20 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
     if ledger.mirror is not None:
         await _read_mirror_lag(ledger)
+    # Pending and missing depend on the clock, so they are counted now, not kept.
+    evidence = EvidenceService(ledger.store.read_sync, ledger.settings.capture_grace_s)
+    try:
+        coverage = await evidence.coverage()
+    except Exception:  # the database failed us: the other metrics still answer
+        log.exception("/metrics: the call evidence counts could not be read")
+    else:
+        ledger.metrics.set_call_evidence(
+            {
+                CAPTURE_PENDING: coverage["pending"],
+                CAPTURE_MISSING: coverage["missing"],
+                LINEAGE_ROW_MISSING: coverage["captures_without_row"],
+            }
+        )
     return Response(ledger.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 

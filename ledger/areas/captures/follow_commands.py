@@ -25,6 +25,8 @@ from ledger.areas.captures.follow_files import FileCheckpoint, TailLine
 from ledger.areas.captures.follow_tables import capture_follow_files as files
 from ledger.areas.captures.importer import CaptureLine, LineOutcome, import_line
 from ledger.areas.captures.queries import load_state
+from ledger.areas.evidence.intent_lines import parse_intent_lines
+from ledger.areas.evidence.service import record_intents_in
 from ledger.log.transaction import WriteTransaction
 
 
@@ -47,12 +49,20 @@ def _row_to_checkpoint(row: object) -> FileCheckpoint:
     )
 
 
+# The kinds of followed file; a clear concerns the first two only (intents are facts about
+# admitted calls, which a pre-dispatch clear of the capture file does not undo).
+CAPTURE_KINDS = ("capture", "marker")
+INTENTS_KIND = "intents"
+
+
 def load_checkpoints(
-    conn: Connection, directory: str, rollout_id: str | None = None
+    conn: Connection, directory: str, rollout_id: str | None = None, *, kinds: Sequence[str] = ()
 ) -> dict[str, FileCheckpoint]:
     query = select(files).where(files.c.directory == directory)
     if rollout_id is not None:
         query = query.where(files.c.rollout_id == rollout_id)
+    if kinds:
+        query = query.where(files.c.kind.in_(kinds))
     return {row.file_name: _row_to_checkpoint(row) for row in conn.execute(query)}
 
 
@@ -158,7 +168,7 @@ def clear_command(
     now present are read from their start. True when a clear event was appended."""
 
     def command(tx: WriteTransaction) -> bool | None:
-        stored = load_checkpoints(tx.conn, directory, rollout_id)
+        stored = load_checkpoints(tx.conn, directory, rollout_id, kinds=CAPTURE_KINDS)
         if set(stored) != {c.file_name for c in expected} or not all(
             _same(stored[c.file_name], c) for c in expected
         ):
@@ -168,8 +178,45 @@ def clear_command(
         if changed:
             tx.append(CAPTURE_CLEARED, CaptureCleared(), rollout_id=rollout_id)
         tx.conn.execute(
-            delete(files).where(files.c.directory == directory, files.c.rollout_id == rollout_id)
+            delete(files).where(
+                files.c.directory == directory,
+                files.c.rollout_id == rollout_id,
+                files.c.kind.in_(CAPTURE_KINDS),
+            )
         )
         return changed
+
+    return command
+
+
+@dataclass
+class IntentsOutcome:
+    recorded: int = 0
+    unreadable: int = 0
+
+
+def intents_command(
+    directory: str,
+    rollout_id: str,
+    file_name: str,
+    expected: FileCheckpoint | None,
+    new: FileCheckpoint | None,
+    lines: Sequence[bytes],
+) -> Callable[[WriteTransaction], IntentsOutcome | None]:
+    """The intents on ``lines`` recorded (once per call id) with the intents file's checkpoint
+    moved from ``expected`` to ``new`` (None: the file is gone, its checkpoint forgotten)."""
+
+    def command(tx: WriteTransaction) -> IntentsOutcome | None:
+        if not _same(_current(tx, directory, file_name), expected):
+            return None
+        parsed = parse_intent_lines(list(lines))
+        receipt = record_intents_in(tx, rollout_id=rollout_id, model_call_ids=parsed.ids)
+        if new is None:
+            tx.conn.execute(
+                delete(files).where(files.c.directory == directory, files.c.file_name == file_name)
+            )
+        else:
+            _store(tx, directory, expected, new)
+        return IntentsOutcome(len(receipt.recorded), parsed.unreadable)
 
     return command

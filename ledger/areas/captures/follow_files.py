@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.areas.captures.importer import CAPTURE_SUFFIX, INCOMPLETE_SUFFIX
+from ledger.areas.evidence.intent_lines import INTENTS_SUFFIX, complete_lines
 
 HEAD_BYTES = 4096
 READ_BYTES = 4 * 1024 * 1024
@@ -67,8 +68,14 @@ def marker_name(rollout_id: str) -> str:
     return rollout_id + INCOMPLETE_SUFFIX
 
 
+def intents_name(rollout_id: str) -> str:
+    return rollout_id + INTENTS_SUFFIX
+
+
 def rollout_of(file_name: str) -> str | None:
-    for suffix in (CAPTURE_SUFFIX, INCOMPLETE_SUFFIX):
+    """The rollout of a followed file: a capture file, a marker or Gym's intents file (its
+    other token-store files, ``.tokens.jsonl``, ``.tokens.lock``, ... are not followed)."""
+    for suffix in (CAPTURE_SUFFIX, INCOMPLETE_SUFFIX, INTENTS_SUFFIX):
         if file_name.endswith(suffix) and len(file_name) > len(suffix):
             return file_name[: -len(suffix)]
     return None
@@ -149,6 +156,46 @@ def read_rollout(
             digest = head_sha256(fd, head_length)
             assert digest is not None  # the bytes before ``end`` were just read
             read.head_sha256, read.head_length = digest, head_length
+        return read
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class IntentsRead:
+    """One look at a rollout's intents file, from its checkpoint (None: from the start)."""
+
+    identity: str | None = None  # None: no file
+    size: int = 0
+    start: int = 0
+    end: int = 0
+    lines: list[bytes] = field(default_factory=list)
+
+
+def read_intents(
+    directory: Path, rollout_id: str, checkpoint: FileCheckpoint | None
+) -> IntentsRead:
+    """Complete lines after the checkpoint. A file that is not the checkpoint's (Gym removes
+    it when it drops or deletes a rollout, and a new one may follow) is read from its start:
+    intents are recorded once per call, so reading a line again records nothing."""
+    read = IntentsRead()
+    try:
+        fd = os.open(directory / intents_name(rollout_id), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return read
+    try:
+        stat = os.fstat(fd)
+        read.identity, read.size = identity_of(stat), stat.st_size
+        if (
+            checkpoint is not None
+            and checkpoint.identity == read.identity
+            and checkpoint.byte_offset <= read.size
+        ):
+            read.start = checkpoint.byte_offset
+        read.end = read.start
+        data = os.pread(fd, READ_BYTES, read.start)
+        read.lines, taken = complete_lines(data)
+        read.end = read.start + taken
         return read
     finally:
         os.close(fd)

@@ -9,7 +9,10 @@ changes (inotify, or polling) and looks again at the rollouts whose files change
 - a followed file that is gone or replaced (Gym's pre-dispatch clear unlinks it, and the next
   call creates it again) becomes a clear, and the files now present are read from their start;
 - a new ``<id>.capture.incomplete`` marks the rollout incomplete. ``-a<n>`` attempt files are
-  rollout ids of their own, as in Gym.
+  rollout ids of their own, as in Gym;
+- new complete lines of Gym's ``<id>.tokens.intents`` are recorded as intents (once per call
+  id, so a file read again from its start records nothing new); its other token-store files
+  (``.tokens.jsonl``, ``.tokens.lock``, ...) are not read.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from pathlib import Path
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.captures.follow_commands import (
+    INTENTS_KIND,
     clear_command,
     ingest_command,
+    intents_command,
     load_checkpoints,
     marker_command,
 )
@@ -36,7 +41,9 @@ from ledger.areas.captures.follow_files import (
     FileCheckpoint,
     RolloutRead,
     capture_name,
+    intents_name,
     marker_name,
+    read_intents,
     read_rollout,
     rollout_of,
 )
@@ -62,6 +69,8 @@ class FollowStats:
     conflicting_ids: int = 0
     markers: int = 0
     clears: int = 0
+    intents: int = 0
+    unreadable_intents: int = 0
     bytes: int = 0
     skipped_files: set[str] = field(default_factory=set)
 
@@ -70,7 +79,7 @@ class FollowStats:
             f"{self.files} files, {len(self.rollouts)} rollouts, {self.lines} lines: "
             f"{self.captured} captured, {self.damaged} damaged (kept as evidence), "
             f"{self.already_present} already present, {self.markers} incomplete markers, "
-            f"{self.clears} clears"
+            f"{self.clears} clears, {self.intents} intents"
         )
 
 
@@ -311,7 +320,7 @@ class CaptureDirFollower:
         fresh = await self.store.read_sync(
             lambda conn: load_checkpoints(conn, self.key, rollout_id)
         )
-        for name in (capture_name(rollout_id), marker_name(rollout_id)):
+        for name in (capture_name(rollout_id), marker_name(rollout_id), intents_name(rollout_id)):
             self._checkpoints.pop(name, None)
         self._checkpoints.update(fresh)
 
@@ -400,7 +409,55 @@ class CaptureDirFollower:
                 stats.files += 1
                 stats.markers += int(changed)
                 stats.rollouts.add(rollout_id)
-            return True
+            return await self._follow_intents(rollout_id, stats)
+
+    async def _follow_intents(self, rollout_id: str, stats: FollowStats) -> bool:
+        """New complete lines of the rollout's intents file, as intents. False when its
+        checkpoint was not what the database has."""
+        name = intents_name(rollout_id)
+        while True:
+            checkpoint = self._checkpoints.get(name)
+            read = await asyncio.to_thread(read_intents, self.directory, rollout_id, checkpoint)
+            if read.identity is None:
+                if checkpoint is None:
+                    return True
+                # Gone (Gym's drop or delete): the checkpoint goes, the intents stay.
+                gone = intents_command(self.key, rollout_id, name, checkpoint, None, [])
+                if await self.store.execute(gone) is None:
+                    return False
+                self._checkpoints.pop(name, None)
+                return True
+            if (
+                checkpoint is not None
+                and checkpoint.identity == read.identity
+                and checkpoint.byte_offset == read.end
+            ):
+                return True
+            new = FileCheckpoint(
+                file_name=name,
+                rollout_id=rollout_id,
+                kind=INTENTS_KIND,
+                identity=read.identity,
+                head_sha256=EMPTY_SHA256,
+                head_length=0,
+                byte_offset=read.end,
+                lines=(checkpoint.lines if read.start else 0) + len(read.lines)
+                if checkpoint is not None
+                else len(read.lines),
+                serial=checkpoint.serial if checkpoint is not None else uuid.uuid4().hex,
+            )
+            command = intents_command(self.key, rollout_id, name, checkpoint, new, read.lines)
+            outcome = await self.store.execute(command)
+            if outcome is None:
+                return False
+            self._checkpoints[name] = new
+            if checkpoint is None:
+                stats.files += 1
+            stats.rollouts.add(rollout_id)
+            stats.intents += outcome.recorded
+            stats.unreadable_intents += outcome.unreadable
+            if read.end >= read.size:
+                return True
 
     # -- progress and metrics ---------------------------------------------------------------
 

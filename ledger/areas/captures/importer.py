@@ -9,16 +9,22 @@ Re-running adds nothing: each line's event carries the idempotency key
 ``capture-import:<sha256(rollout id, position, line bytes)>``, each marker
 ``capture-import-incomplete:<sha256(rollout id)>``.
 
+``<id>.tokens.intents`` files (Gym's intents, written before dispatch) are recorded as
+``model_call.intent_recorded``, once per call id (areas/evidence); Gym's other token-store
+files (``.tokens.jsonl``, ``.tokens.lock``, ...) are not read.
+
 With a run label, each rollout is labelled before its files are read; a rollout that holds
 another label is left out (reported), since its evidence belongs to another run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,12 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.projection import exchange_sha256
 from ledger.areas.captures.queries import find_call, load_state
+from ledger.areas.evidence.intent_lines import (
+    INTENTS_SUFFIX,
+    parse_intent_lines,
+    rollout_of_intents,
+)
+from ledger.areas.evidence.service import MAX_INTENTS, record_intents_in
 from ledger.areas.runs.commands import RunLabelConflict, apply_label, check_label
 from ledger.gym.capture_lines import parse_capture_text
 from ledger.gym.ids import is_valid_rollout_id
@@ -58,6 +70,8 @@ class CaptureImportSummary:
     already_present: int = 0
     conflicting_ids: int = 0
     markers: int = 0
+    intents: int = 0  # recorded now (an intent already recorded is not counted)
+    unreadable_intents: int = 0
     skipped_files: list[str] = field(default_factory=list)
     labelled: int = 0
     # Rollouts that hold another run label: their files were not imported.
@@ -181,6 +195,22 @@ def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
     return command
 
 
+async def _import_intents(
+    store: LedgerStore, rollout_id: str, path: Path, summary: CaptureImportSummary
+) -> None:
+    """Every line, as Gym's reader takes them (a finished run: a last line without its
+    newline is read too)."""
+    data = await asyncio.to_thread(path.read_bytes)
+    parsed = parse_intent_lines(data.splitlines())
+    summary.unreadable_intents += parsed.unreadable
+    for start in range(0, len(parsed.ids), MAX_INTENTS):
+        ids = parsed.ids[start : start + MAX_INTENTS]
+        receipt = await store.execute(
+            partial(record_intents_in, rollout_id=rollout_id, model_call_ids=ids)
+        )
+        summary.intents += len(receipt.recorded)
+
+
 def _label_command(rollout_id: str, run: str) -> Callable[[WriteTransaction], bool]:
     def command(tx: WriteTransaction) -> bool:
         return apply_label(tx, check_label(tx, rollout_id, run)) is not None
@@ -240,6 +270,8 @@ async def import_capture_dir(
                 rollout_id = name[: -len(CAPTURE_SUFFIX)]
             elif name.endswith(INCOMPLETE_SUFFIX):
                 rollout_id = name[: -len(INCOMPLETE_SUFFIX)]
+            elif name.endswith(INTENTS_SUFFIX):
+                rollout_id = rollout_of_intents(name) or ""
             else:
                 continue
             if not is_valid_rollout_id(rollout_id):
@@ -256,6 +288,9 @@ async def import_capture_dir(
             summary.files += 1
             summary.rollouts.add(rollout_id)
             path = Path(entry.path)
+            if name.endswith(INTENTS_SUFFIX):
+                await _import_intents(store, rollout_id, path, summary)
+                continue
             if name.endswith(INCOMPLETE_SUFFIX):
                 if await store.execute(_marker_command(rollout_id)):
                     summary.markers += 1

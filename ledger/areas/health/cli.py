@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, settings_from
+from ledger.areas.evidence.service import EvidenceService
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService, SelectionReport
 from ledger.gym.health.catalogue import ALL_CHECKS
@@ -90,6 +91,39 @@ def _with_service(ctx: click.Context, use: Callable[[HealthService], Awaitable[T
             return await use(HealthService(reader.read_sync))
 
     return run_async(run)
+
+
+def _coverage(ctx: click.Context, selection: Selection) -> dict[str, Any]:
+    settings = settings_from(ctx)
+
+    async def run() -> dict[str, Any]:
+        async with opened_reader(settings, pooled=True) as reader:
+            evidence = EvidenceService(reader.read_sync, settings.capture_grace_s)
+            return await evidence.coverage(selection)
+
+    return run_async(run)
+
+
+def _coverage_line(figures: dict[str, Any]) -> str:
+    return (
+        f"{figures['admitted']} admitted, {figures['captured']} captured, "
+        f"{figures['missing']} missing, {figures['pending']} pending, "
+        f"{figures['captures_without_row']} captures without a lineage row "
+        f"({figures['rollouts']} rollouts)"
+    )
+
+
+def render_coverage(coverage: dict[str, Any], console: Console) -> None:
+    """The ledger's own check (not Gym's): every admitted call against its capture."""
+    console.print(
+        f"Call evidence (ledger check, grace {coverage['grace_s']:g} s): "
+        + _coverage_line(coverage)
+    )
+    runs = coverage["runs"]
+    if len(runs) > 1:
+        for figures in runs:
+            run = figures["run"] if figures["run"] is not None else "(unlabelled)"
+            console.print(f"  run {run}: " + _coverage_line(figures))
 
 
 def _write_atomically(path: Path, content: bytes) -> None:
@@ -182,14 +216,18 @@ def health(
     """Gym's rollout health checks over the selected rollouts' stored records.
 
     Each rollout's findings come from health_findings (kept by ledger serve) when they are as
-    new as its record; other records are checked now. Same files either way."""
+    new as its record; other records are checked now. Same files either way. Then the
+    ledger's own check: the selection's calls admitted, captured, missing and pending."""
     selection = _selection(ids, since, until, task_id, run, attempts)
     ignored = [part for value in ignore for part in value.split(",")]
     report = _with_service(ctx, lambda service: service.report(selection, ignored))
+    coverage = _coverage(ctx, selection)
     if as_json:
         click.echo(report.summary_bytes().decode())
+        render_coverage(coverage, err)
     else:
         render(report, out)
+        render_coverage(coverage, out)
     if output_dir is not None:
         summary_path, _ = write_reports(report, output_dir)
         err.print(f"Quality summary: {summary_path}")

@@ -12,11 +12,13 @@ from fastapi.responses import Response
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import LedgerDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
+from ledger.areas.evidence.service import EvidenceService
 from ledger.areas.health.selection import GLOB_PATTERN, MAX_GLOB_LENGTH, Attempts, Selection
 from ledger.areas.health.service import HealthService
 from ledger.areas.runs.http import RunSelectionQuery
 from ledger.gym.health.catalogue import ALL_CHECKS
 from ledger.gym.ids import TASK_ID_PATTERN
+from ledger.log.errors import NotFound
 
 router = APIRouter(prefix="/v1", tags=["health"])
 
@@ -64,29 +66,72 @@ def _service(ledger: LedgerDep) -> HealthService:
 ServiceDep = Annotated[HealthService, Depends(_service)]
 
 
+def _evidence(ledger: LedgerDep) -> EvidenceService:
+    return EvidenceService(ledger.store.read_sync, ledger.settings.capture_grace_s)
+
+
+EvidenceDep = Annotated[EvidenceService, Depends(_evidence)]
+# The ledger's own check beside Gym's (docs/gym.md, "What the ledger reconciles").
+EVIDENCE_CHECK = "model_call_evidence"
+
+
 def _split(values: list[str] | None) -> list[str]:
     return [part for value in values or [] for part in value.split(",")]
 
 
 @router.get("/rollouts/{rollout_id}/health", responses=error_responses(404))
 async def rollout_health(
-    service: ServiceDep, _auth: ReadAuth, rollout_id: RolloutIdDep, ignore: Ignore = None
+    service: ServiceDep,
+    evidence: EvidenceDep,
+    _auth: ReadAuth,
+    rollout_id: RolloutIdDep,
+    ignore: Ignore = None,
 ) -> dict[str, Any]:
     """The rollout's verdict, findings and unobserved checks, from its current record (the
-    run-level checks, duplicate identity and the task checks, are in ``/v1/health``)."""
-    return await service.rollout(rollout_id, _split(ignore))
+    run-level checks, duplicate identity and the task checks, are in ``/v1/health``), and the
+    ledger's own check of its calls' evidence (``ledger_checks``). A rollout with call
+    evidence and no record yet has Gym's part null."""
+    reconciled = await evidence.rollout(rollout_id)
+    try:
+        answer = await service.rollout(rollout_id, _split(ignore))
+    except NotFound:
+        if reconciled is None or not reconciled["calls"]:
+            raise
+        answer = {
+            "rollout_id": rollout_id,
+            "last_seq": None,
+            "verdict": None,
+            "findings": [],
+            "unobserved": [],
+            "ignored_checks": sorted(set(_split(ignore))),
+        }
+    if reconciled is not None:
+        answer["ledger_checks"] = {
+            EVIDENCE_CHECK: {
+                "grace_s": reconciled["grace_s"],
+                "coverage": reconciled["coverage"],
+                "findings": reconciled["findings"],
+            }
+        }
+    return answer
 
 
 @router.get("/health")
 async def run_health(
-    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+    service: ServiceDep,
+    evidence: EvidenceDep,
+    _auth: ReadAuth,
+    selection: SelectionDep,
+    ignore: Ignore = None,
 ) -> dict[str, Any]:
     """Gym's ``quality_summary.json`` for the selected rollouts, with the selection's counts
-    (matched, superseded attempts, counted)."""
+    (matched, superseded attempts, counted), and the ledger's own check beside it: the
+    selection's call coverage (admitted, captured, missing, pending), in total and per run."""
     report = await service.report(selection, _split(ignore))
     return {
         "selection": {**selection.describe(), **report.counts.public()},
         "quality_summary": report.summary,
+        "ledger_checks": {EVIDENCE_CHECK: await evidence.coverage(selection)},
     }
 
 
