@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path
 
 from ledger.app.http.auth import ReadAuth
 from ledger.app.http.deps import MAX_SEQ, LedgerDep
+from ledger.app.http.openapi import error_responses
 from ledger.log.checkpoint_publisher import CheckpointPublisher
 from ledger.log.checkpoints import Checkpoint, key_id, public_key_text
 from ledger.log.errors import Conflict, NotFound
@@ -34,7 +35,7 @@ def _signed(checkpoint: Checkpoint, publisher: CheckpointPublisher) -> dict[str,
     }
 
 
-@router.get("/checkpoints/latest")
+@router.get("/checkpoints/latest", responses=error_responses(404))
 async def latest_checkpoint(ledger: LedgerDep, _auth: ReadAuth) -> dict[str, Any]:
     """The last signed checkpoint of the log's head and the public key that checks it: keep a
     copy (a trainer beside its manifest) and ``ledger verify --checkpoint FILE`` later shows
@@ -46,7 +47,7 @@ async def latest_checkpoint(ledger: LedgerDep, _auth: ReadAuth) -> dict[str, Any
     return _signed(checkpoint, publisher)
 
 
-@router.get("/events/{seq}/proof")
+@router.get("/events/{seq}/proof", responses=error_responses(404, 409))
 async def event_proof(
     ledger: LedgerDep, _auth: ReadAuth, seq: Annotated[int, Path(ge=1, le=MAX_SEQ)]
 ) -> dict[str, Any]:
