@@ -290,26 +290,15 @@ async def store_integrity_problems(settings: Settings) -> list[str]:
             f"({key_file}) is missing: restore the key, or set the witness file aside if the "
             "key was replaced on purpose"
         )
-    engine = create_async_db_engine(
-        settings.resolved_database_url,
-        synchronous=settings.synchronous,
-        busy_timeout_ms=settings.busy_timeout_ms,
-        read_only=True,
-        pool_size=1,
-        null_pool=True,
-    )
-    try:
-        async with engine.connect() as conn:
-            problems += await conn.run_sync(
-                lambda sync: store_problems(
-                    sync,
-                    quick_check=settings.integrity_check,
-                    latest=latest,
-                    public_key=None if key is None else key.public_key(),
-                )
+    async with opened_reader(settings) as reader, reader.engine.connect() as conn:
+        problems += await conn.run_sync(
+            lambda sync: store_problems(
+                sync,
+                quick_check=settings.integrity_check,
+                latest=latest,
+                public_key=None if key is None else key.public_key(),
             )
-    finally:
-        await engine.dispose()
+        )
     return problems
 
 

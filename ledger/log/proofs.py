@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from ledger.log.chain import GENESIS_HASH, canonical_header
+from ledger.log.chain import GENESIS_HASH
 from ledger.log.checkpoints import Checkpoint
-from ledger.log.records import as_utc
 from ledger.log.tables import events
+from ledger.log.verify import header_of
 
 FORMAT = "rollout-ledger-inclusion-proof/1"
 # A proof carries every event from the one proved to the checkpoint: checkpoints come every few
@@ -37,17 +37,7 @@ def inclusion_proof(conn: Connection, seq: int, checkpoint: Checkpoint) -> dict[
     ).all()
     chain = [
         {
-            "header": json.loads(
-                canonical_header(
-                    seq=row.seq,
-                    recorded_at=as_utc(row.recorded_at),
-                    kind=row.kind,
-                    schema_version=row.schema_version,
-                    rollout_id=row.rollout_id,
-                    generation=row.generation,
-                    idempotency_key=row.idempotency_key,
-                )
-            ),
+            "header": json.loads(header_of(row)),
             "payload_sha256": row.payload_sha256,
             "hash": row.hash,
         }

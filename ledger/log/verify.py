@@ -120,12 +120,9 @@ async def read_pages(
         after = rows[-1].seq
 
 
-def chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | None:
-    if row.seq != expected_seq:
-        return f"seq {row.seq} found where {expected_seq} was expected (gap in the log)"
-    if row.payload is not None and sha256_hex(row.payload.encode()) != row.payload_sha256:
-        return "payload does not match payload_sha256"
-    header = canonical_header(
+def header_of(row: Row[Any]) -> bytes:
+    """The canonical header of a stored event row (what its chain hash covers)."""
+    return canonical_header(
         seq=row.seq,
         recorded_at=as_utc(row.recorded_at),
         kind=row.kind,
@@ -134,7 +131,14 @@ def chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | Non
         generation=row.generation,
         idempotency_key=row.idempotency_key,
     )
-    if chain_hash(prev_hash, header, row.payload_sha256) != row.hash:
+
+
+def chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | None:
+    if row.seq != expected_seq:
+        return f"seq {row.seq} found where {expected_seq} was expected (gap in the log)"
+    if row.payload is not None and sha256_hex(row.payload.encode()) != row.payload_sha256:
+        return "payload does not match payload_sha256"
+    if chain_hash(prev_hash, header_of(row), row.payload_sha256) != row.hash:
         return "hash does not match the chain (header, payload or predecessor changed)"
     return None
 
