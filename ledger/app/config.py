@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     busy_timeout_ms: int = Field(default=30_000, ge=0)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Bodies over 1 MiB share this many bytes in flight (http/large_bodies.py); at least the
+    # body limit, so one body at the limit always fits.
+    large_bodies_in_flight_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     events_page_max: int = Field(default=1000, ge=1)
     mirror_enabled: bool = True
     # The health follower (areas/health/follower.py) keeps health_findings current in serve.

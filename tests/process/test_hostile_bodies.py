@@ -8,10 +8,12 @@ body the parser accepts (parsed and validated, every item wrong)."""
 
 from __future__ import annotations
 
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ledger.app.http.json_body import BYTES_PER_CONTAINER
 from tests.support.server import ServerProcess
@@ -154,3 +156,63 @@ def test_four_bodies_of_short_strings_at_once_stay_within_ten_times_the_body_lim
             growth = (peak - before) * 1024
             assert growth < MAX_RSS_GROWTH_FACTOR * BODY_LIMIT, (name, growth // MIB)
         assert http.get("/v1/events").json()["events"] == []
+
+
+def raw_post(port: int, path: str, body: bytes, *, send_all: bool = True) -> socket.socket:
+    """A POST on its own connection, the body sent whole or only its first half."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+    head = (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
+    conn.sendall(head + (body if send_all else body[: len(body) // 2]))
+    return conn
+
+
+def status_of(conn: socket.socket) -> int:
+    reply = conn.recv(64)
+    return int(reply.split(b" ", 2)[1])
+
+
+def test_a_large_body_waits_for_the_one_in_flight_and_small_ones_pass(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Two 2 MiB captures with 3 MiB of budget for large bodies (and a 3 MiB body limit): while
+    the first is still being sent, the second is not read (no answer), a small capture is
+    answered; once the first is whole, both are stored."""
+    big = [capture_of_size(n, 2 * MIB) for n in range(2)]
+    env = {
+        "LEDGER_LARGE_BODIES_IN_FLIGHT_BYTES": str(3 * MIB),
+        "LEDGER_MAX_BODY_BYTES": str(3 * MIB),
+    }
+    with (
+        ServerProcess(data_dir=tmp_path, database_url=database_url, env=env) as server,
+        httpx.Client(base_url=server.base_url, timeout=60) as http,
+    ):
+        first = raw_post(server.port, "/v1/rollouts/big0/model-calls", big[0], send_all=False)
+        # The first holds its share once its request line and headers are read: a small
+        # request after it shows that they were.
+        small = {"dialect": "chat", "request": {}, "response": {}}
+        assert http.post("/v1/rollouts/small/model-calls", json=small).status_code == 201
+        second = raw_post(server.port, "/v1/rollouts/big1/model-calls", big[1])
+        assert http.post("/v1/rollouts/small/model-calls", json=small).status_code == 201
+        second.settimeout(2)
+        with pytest.raises(TimeoutError):
+            second.recv(64)  # not answered: it waits for the first's bytes
+        first.sendall(big[0][len(big[0]) // 2 :])
+        second.settimeout(60)
+        assert status_of(first) == 201
+        assert status_of(second) == 201
+        first.close()
+        second.close()
+        stored = http.get("/v1/events", params={"limit": 10}).json()["events"]
+        assert sorted(e["rollout_id"] for e in stored if e["rollout_id"].startswith("big")) == [
+            "big0",
+            "big1",
+        ]
+
+
+def capture_of_size(n: int, size: int) -> bytes:
+    head = b'{"model_call_id": "big%d", "dialect": "chat", "request": {"text": "' % n
+    tail = b'"}, "response": {}}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail

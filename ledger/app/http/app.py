@@ -14,6 +14,7 @@ from ledger.app.config import Settings
 from ledger.app.http.errors import install_error_handlers
 from ledger.app.http.front import FrontDoor
 from ledger.app.http.hosts import HostAllowList
+from ledger.app.http.large_bodies import LargeBodyBudget
 from ledger.app.http.limits import BodySizeLimit
 from ledger.app.http.openapi import install_openapi
 from ledger.app.http.timeouts import BodyReadTimeout
@@ -44,6 +45,12 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
     )
     install_error_handlers(app)
     install_openapi(app)
+    # Inside the size limit, so an oversized body is refused before it waits its turn.
+    app.add_middleware(
+        LargeBodyBudget,
+        max_body_bytes=settings.max_body_bytes,
+        budget_bytes=settings.large_bodies_in_flight_bytes,
+    )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyReadTimeout, seconds=settings.body_timeout_s)
     front_routes = [route for area in areas() for route in area.front_routes()]
