@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from ledger.log import migrate
 from ledger.areas.viewer.timeline import MIN_BAR
+from ledger.log import migrate
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess

@@ -497,7 +497,8 @@ def _health(
         else Html("")
     )
     body = html(
-        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict" data-verdict="{raw}">{v}</span> '
+        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict"'
+        ' data-verdict="{raw}">{v}</span> '
         '<span class="muted">({n} findings of this rollout\'s own checks; the run-level checks'
         " are in <code>/v1/health</code>)</span></p>"
         '<div id="health-findings">{listed}</div>{unobserved}',
