@@ -60,7 +60,7 @@ def test_edited_history_and_other_shapes_are_parsed_whole() -> None:
     responses = {"input": [{"type": "message", "role": "user", "content": "hi"}], "model": "m"}
     texts = [
         _payload({"messages": first}, 0),
-        _payload({"messages": edited + [{"role": "user", "content": "more"}]}, 1),
+        _payload({"messages": [*edited, {"role": "user", "content": "more"}]}, 1),
         _payload({"input": "a plain string input", "model": "m"}, 2),
         _payload(responses, 3),
         _payload({"instructions": "be brief", **responses}, 4),
