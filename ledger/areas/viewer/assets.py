@@ -130,6 +130,16 @@ pre.args { margin:.2rem 0; white-space:pre-wrap; overflow-wrap:anywhere; font-si
 details.image img { max-width:100%; max-height:24rem; }
 @media (max-width: 700px) { .tool-call { grid-template-columns:minmax(0,1fr); } }
 @media (max-width: 1100px) { main { padding:.6rem; } th, td { padding:.25rem .3rem; } }
+#calls tr.payload-row td { white-space:normal; overflow-wrap:anywhere; }
+.all-columns { display:none; }
+@media (max-width: 700px) {
+  header.top { flex-wrap:wrap; gap:.4rem; padding:.5rem .6rem; }
+  #calls .opt { display:none; }
+  input.all-columns { display:inline-block; margin:.4rem .3rem .4rem 0; }
+  label.all-columns { display:inline-block; }
+  input.all-columns:checked ~ .table-wrap #calls .opt { display:table-cell; }
+  #calls td, #calls th { padding:.25rem .25rem; }
+}
 """
 
 JS = """

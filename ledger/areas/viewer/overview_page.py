@@ -435,10 +435,12 @@ def health_section(q: OverviewQuery, h: RunHealth | None) -> Html:
             what=CHECKS.get(row.check, ""),
             failing=number(row.failing),
             examples=join(
-                (html('<a href="{h}">{id}</a>', h=rollout_url(r), id=r) for r in row.examples),
+                [
+                    *(html('<a href="{h}">{id}</a>', h=rollout_url(r), id=r) for r in row.examples),
+                    *([Html("…")] if row.failing > len(row.examples) else []),
+                ],
                 " ",
-            )
-            + (Html(" …") if row.failing > len(row.examples) else Html("")),
+            ),
             unobserved=number(row.unobserved),
         )
         for row in h.checks
@@ -447,9 +449,9 @@ def health_section(q: OverviewQuery, h: RunHealth | None) -> Html:
         rows = [Html('<tr><td colspan="4" class="muted">No check found anything.</td></tr>')]
     notes = []
     if h.superseded:
-        notes.append(f"{h.superseded:,} earlier attempts are left out")
+        notes.append(f"earlier attempts left out: {h.superseded:,}")
     if h.without_record:
-        notes.append(f"{h.without_record:,} rollouts have no record to check yet")
+        notes.append(f"rollouts with no record to check yet: {h.without_record:,}")
     if h.unchecked:
         notes.append(
             f"{h.unchecked:,} records are not counted: the health follower has not checked"

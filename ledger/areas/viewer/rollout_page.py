@@ -116,11 +116,14 @@ def _calls_table(
         about = [*by_call.get(c.model_call_id or "", []), *by_call.get(c.response_id or "", [])]
         rows.append(
             html(
-                '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td><td>{model}</td>'
-                "<td>{inv}</td><td>{status}</td><td>{finish}</td><td>{err}</td>"
-                '<td class="num">{tin}</td><td class="num">{tout}</td><td class="num">{cached}</td>'
-                '<td class="num">{reason}</td><td class="num">{ttft}</td><td class="num">{lat}</td>'
-                '<td class="num"><a'
+                '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td>'
+                '<td class="opt">{model}</td><td class="opt">{inv}</td>'
+                '<td data-col="status">{status}</td><td class="opt">{finish}</td>'
+                '<td class="opt">{err}</td><td class="num" data-col="tokens-in">{tin}</td>'
+                '<td class="num" data-col="tokens-out">{tout}</td>'
+                '<td class="num opt">{cached}</td><td class="num opt">{reason}</td>'
+                '<td class="num opt">{ttft}</td><td class="num" data-col="latency">{lat}</td>'
+                '<td class="num opt"><a'
                 ' href="/v1/events?after={before}&amp;limit=1">#{seq}</a></td></tr>'
                 '<tr class="payload-row"><td></td><td colspan="12">'
                 '<details class="json" data-src="{src}?fragment=1"><summary>Request and response'
@@ -149,23 +152,31 @@ def _calls_table(
     for model_call_id in d.pending if d.calls_next is None else []:
         rows.append(
             html(
-                '<tr class="pending"><td>–</td><td colspan="2">{id}</td>'
-                '<td><span class="tag pending">pending</span></td><td colspan="9">'
-                "announced, not landed yet</td></tr>",
+                # Two cells, like the payload rows: a narrow screen hides columns, and cells
+                # spanning hidden ones would widen the table.
+                '<tr class="pending"><td>–</td><td colspan="12"><span class="tag pending">'
+                "pending</span> {id}: announced, not landed yet</td></tr>",
                 id=model_call_id,
             )
         )
     if not rows:
         rows.append(Html('<tr><td colspan="13" class="muted">No model call captured.</td></tr>'))
     return html(
-        '{pager}<div class="table-wrap"><table id="calls"><thead><tr>'
+        # Narrow screens keep #, status, tokens and latency; the checkbox (no script needed)
+        # shows the other columns (.opt) on demand.
+        '{pager}<input type="checkbox" id="calls-all-columns" class="all-columns">'
+        '<label for="calls-all-columns" class="all-columns">Show all columns</label>'
+        '<div class="table-wrap"><table id="calls"><thead><tr>'
         '<th scope="col" class="num">#</th>'
-        '<th scope="col">Model</th><th scope="col">Invocation</th><th scope="col">Status</th>'
-        '<th scope="col">Finish</th><th scope="col">Error category</th>'
+        '<th scope="col" class="opt">Model</th><th scope="col" class="opt">Invocation</th>'
+        '<th scope="col">Status</th>'
+        '<th scope="col" class="opt">Finish</th><th scope="col" class="opt">Error category</th>'
         '<th scope="col" class="num">Tokens in</th><th scope="col" class="num">Out</th>'
-        '<th scope="col" class="num">Cached</th><th scope="col" class="num">Reasoning</th>'
-        '<th scope="col" class="num">TTFT ms</th><th scope="col" class="num">Latency ms</th>'
-        '<th scope="col" class="num">Event</th></tr></thead><tbody>{rows}</tbody></table></div>'
+        '<th scope="col" class="num opt">Cached</th><th scope="col" class="num opt">Reasoning'
+        '</th><th scope="col" class="num opt">TTFT ms</th>'
+        '<th scope="col" class="num">Latency ms</th>'
+        '<th scope="col" class="num opt">Event</th></tr></thead><tbody>{rows}</tbody></table>'
+        "</div>"
         "{pending_more}{pager}",
         rows=join(rows),
         pager=_calls_pager(d),
