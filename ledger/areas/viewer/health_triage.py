@@ -24,6 +24,7 @@ from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.tables import observation_records
 from ledger.areas.viewer.health_words import ROLLOUT_CHECKS
 from ledger.gym.health.compact import compact_digest
+from ledger.gym.ids import split_transport_rollout_id
 from ledger.log.canonical import parse_json
 from ledger.log.tables import rollouts
 
@@ -83,42 +84,57 @@ def _statement(joined: Any, conditions: list[Any]) -> Any:
     )
 
 
+def latest_only(rollout_ids: list[str]) -> set[str]:
+    """The ids a later attempt supersedes (``superseded_attempts``), splitting only the ids
+    that can share a logical id: two ids of one (task, rollout) differ, so at least one of
+    them carries an ``-a<n>`` suffix."""
+    suffixed = {split_transport_rollout_id(r)[0] for r in rollout_ids if "-a" in r}
+    if not suffixed:
+        return set()
+    related = [
+        r
+        for r in rollout_ids
+        if r in suffixed or ("-a" in r and split_transport_rollout_id(r)[0] in suffixed)
+    ]
+    return superseded_attempts(related)
+
+
 def read_run_health(conn: Connection, conditions: list[Any], joined: Any) -> RunHealth:
     """``conditions``: the overview filter's WHERE over ``joined`` (its rollouts / capture /
     records join), so the selection is the overview's."""
-    rows = conn.execute(_statement(joined, conditions)).all()
-    with_record = [row for row in rows if row.last_seq is not None]
-    superseded = superseded_attempts(row.rollout_id for row in with_record)
     # Export order (the records' last seq), which gives a record without _ng_task_index its
     # positional task index, as /v1/health does.
-    kept = sorted(
-        (row for row in with_record if row.rollout_id not in superseded),
-        key=lambda row: int(row.last_seq),
-    )
-    position = {row.rollout_id: ordinal for ordinal, row in enumerate(kept)}
+    rows = conn.execute(
+        _statement(joined, conditions).order_by(observation_records.c.last_seq)
+    ).all()
+    with_record = [row for row in rows if row[1] is not None]
+    superseded = latest_only([row[0] for row in with_record])
+    kept = [row for row in with_record if row[0] not in superseded]
     outcomes: dict[str, _Outcome] = {}
     stale: list[str] = []
-    for row in kept:
-        if row.findings_seq is not None and row.findings_seq == row.last_seq:
-            outcomes[row.rollout_id] = _Outcome(
-                row.verdict,
-                row.finding_mask,
-                row.unobserved_mask,
-                (row.stage_index, row.task_index, row.rollout_index),
-            )
+    for position, (
+        rollout_id,
+        last_seq,
+        seen_seq,
+        verdict,
+        found,
+        lacked,
+        task,
+        rollout,
+        stage,
+    ) in enumerate(kept):
+        if seen_seq is not None and seen_seq == last_seq:
+            identity = (stage, str(position) if task is None else task, rollout)
+            outcomes[rollout_id] = _Outcome(verdict, found, lacked, identity)
         else:
-            stale.append(row.rollout_id)
-    texts = records_by_id(conn, stale[:RECHECK_LIMIT])
-    for rollout_id, text in texts.items():
-        digest = compact_digest(parse_json(text))
-        identity = (digest.stage_index, digest.task_index, digest.rollout_index)
-        outcomes[rollout_id] = _Outcome(
-            digest.verdict, digest.finding_mask, digest.unobserved_mask, identity
-        )
-    for rollout_id, outcome in outcomes.items():
-        if outcome.identity[1] is None:
-            stage, _, rollout = outcome.identity
-            outcome.identity = (stage, str(position[rollout_id]), rollout)
+            stale.append(rollout_id)
+    if stale:
+        position_of = {row[0]: position for position, row in enumerate(kept)}
+        for rollout_id, text in records_by_id(conn, stale[:RECHECK_LIMIT]).items():
+            d = compact_digest(parse_json(text))
+            task = str(position_of[rollout_id]) if d.task_index is None else d.task_index
+            identity = (d.stage_index, task, d.rollout_index)
+            outcomes[rollout_id] = _Outcome(d.verdict, d.finding_mask, d.unobserved_mask, identity)
     _mark_duplicates(outcomes)
     return _tally(outcomes, len(superseded), len(rows) - len(with_record), len(kept))
 
@@ -127,6 +143,8 @@ def _mark_duplicates(outcomes: dict[str, _Outcome]) -> None:
     """Gym's run-level pass: every record of a (stage, task, rollout) identity held twice is
     unhealthy."""
     held = Counter(o.identity for o in outcomes.values())
+    if not held or max(held.values()) < 2:
+        return
     bit = 1 << ROLLOUT_CHECKS.index(DUPLICATE)
     for outcome in outcomes.values():
         if held[outcome.identity] > 1:
