@@ -140,6 +140,9 @@ def enrich_record(evidence: RolloutEvidence) -> dict[str, Any]:
         record.update(result.identity_fields())
         if result.resolved is not None:
             record["resolved"] = result.resolved
+        if result.response is not None:
+            # Gym's row carries the agent's response; health reads its ``usage``.
+            record["response"] = copy.deepcopy(result.response)
     capture = _capture_attachment(evidence, redacted=payloads_redacted(evidence))
     if capture is not None:
         record["ng_model_call_capture"] = capture

@@ -4,7 +4,10 @@ Field names follow Gym's result row: ``task_id`` / ``problem_id`` / ``instance_i
 ``_ng_*`` identity keys are copied as Gym writes them; ``latency_ms`` is the dispatcher-measured
 wall-clock latency that becomes ``ng_perf.total_latency_ms``; ``ng_trajectory`` is a producer
 trajectory, kept as given (the projection validates it and records a gap when it is invalid,
-as Gym's collector does); ``gaps`` are producer gaps such as ``multimodal_history_redacted``.
+as Gym's collector does); ``gaps`` are producer gaps such as ``multimodal_history_redacted``;
+``response`` is the agent's response (Gym's ``NeMoGymResponse``), kept as given: its
+``usage``, the sum over the model responses that finished, is what the token-count health
+check compares with the capture.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class RolloutResult(BaseModel):
         json_schema_extra={"minimum": 0, "maximum": MAX_MEASURE},
     )
     ng_trajectory: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
     gaps: Annotated[list[ObservationGap], FailFast()] = Field(default_factory=list)
 
     @field_validator("latency_ms", mode="before")

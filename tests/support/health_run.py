@@ -252,6 +252,25 @@ def _trajectory(
     }
 
 
+def _agent_usage(r: _Rollout, rng: random.Random) -> dict[str, int] | None:
+    """The agent response's usage (Gym: the sum over the responses that finished): mostly the
+    captured calls' sums, sometimes one token off, sometimes absent. Drawn from a generator of
+    its own so the rest of the run is what it was before usage was reported."""
+    draw = rng.random()
+    if draw < 0.1:
+        return None
+    prompt = completion = 0
+    for exchange in r.exchanges:
+        response = exchange.get("response")
+        usage = response.get("usage") if isinstance(response, dict) else None
+        if isinstance(usage, dict):
+            prompt += usage.get("input_tokens", usage.get("prompt_tokens", 0)) or 0
+            completion += usage.get("output_tokens", usage.get("completion_tokens", 0)) or 0
+    if draw > 0.85:
+        completion += 1
+    return {"input_tokens": prompt, "output_tokens": completion}
+
+
 def _plan_one(
     rng: random.Random, rollout_id: str, task: int, repeat: int, attempt: int, *, always_fail: bool
 ) -> PlannedRollout:
@@ -290,6 +309,9 @@ def _plan_one(
             )
         if rng.random() < 0.93:
             result["ng_trajectory"] = _trajectory(r, shape, task_id, derived)
+        usage = _agent_usage(r, random.Random(rollout_id))
+        if usage is not None:
+            result["response"] = {"id": f"agent-{rollout_id}", "usage": usage}
         planned.post("result", result)
     return planned
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
+from ledger.areas.viewer.timeline import MIN_BAR
 from ledger.log import migrate
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
@@ -100,10 +101,11 @@ def test_timeline_has_one_bar_per_call_and_tool_in_order_and_to_scale(
     # its start on that scale.
     scale = float(page.locator("svg.timeline").get_attribute("data-scale") or "0")
     assert scale > 0
+    # (never narrower than MIN_BAR, so a short failure stays visible).
     for bar, (_, start, end) in zip(calls, rich.calls, strict=True):
-        assert bar["width"] == pytest.approx((end - start) * scale, abs=0.02)
+        assert bar["width"] == pytest.approx(max((end - start) * scale, MIN_BAR), abs=0.02)
     for bar, (_, _, start, end) in zip(tools, rich.tools, strict=True):
-        assert bar["width"] == pytest.approx((end - start) * scale, abs=0.02)
+        assert bar["width"] == pytest.approx(max((end - start) * scale, MIN_BAR), abs=0.02)
     x0 = calls[0]["x"]
     assert calls[2]["x"] - x0 == pytest.approx(4.0 * scale, abs=0.02)
     # Marked: call 1 failed, call 2 truncated, tool t2 failed; the pending call is counted.

@@ -24,7 +24,13 @@ pytestmark = pytest.mark.slow
 
 
 def _rows(text: str) -> dict[str, str]:
-    return dict(re.findall(r'<tr data-rollout="([^"]+)">.*?<td class="verdict">([^<]*)</td>', text))
+    return dict(
+        re.findall(
+            r'<tr data-rollout="([^"]+)">.*?<td class="verdict" data-col="verdict">'
+            r'<span class="[^"]*" data-verdict="([^"]+)">',
+            text,
+        )
+    )
 
 
 def test_verdicts_shown_filtered_and_explained_are_the_rules(tmp_path: Path) -> None:
@@ -50,6 +56,6 @@ def test_verdicts_shown_filtered_and_explained_are_the_rules(tmp_path: Path) -> 
             got = _rows(http.get(f"/ui/?verdict={verdict}&limit=25").text)
             assert sorted(got) == sorted(k for k, v in expected.items() if v == verdict)
         page = http.get("/ui/rollouts/rich-0").text
-        assert f'id="verdict">{expected["rich-0"]}<' in page
+        assert f'id="verdict" data-verdict="{expected["rich-0"]}">' in page
         assert http.get("/ui/?verdict=bogus").status_code == 400
         assert len(set(expected.values())) >= 2, expected

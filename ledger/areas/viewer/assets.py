@@ -26,6 +26,7 @@ header.top .brand { font-size:1.05rem; margin-right:1rem; }
 main { padding:1rem 1.2rem 3rem; max-width:1600px; }
 h1 { font-size:1.35rem; margin:.2rem 0 .8rem; word-break:break-all; }
 h2 { font-size:1.1rem; margin:1.6rem 0 .5rem; border-bottom:1px solid var(--line); }
+.skip-past { display:inline-block; font-size:.85rem; margin:0 0 .3rem; }
 .skip { position:absolute; left:-999px; } .skip:focus { left:.5rem; top:.5rem; background:#fff;
   color:var(--link); padding:.3rem; z-index:9; }
 .summary { display:flex; flex-wrap:wrap; gap:.6rem; margin:.4rem 0 1rem; }
@@ -54,6 +55,10 @@ td.id { white-space:normal; word-break:break-all; max-width:28rem; }
   font-size:.8rem; }
 .failed { color:var(--failed); } .truncated { color:var(--truncated); }
 .pending { color:var(--pending); } .ok { color:#1e6b3a; } .retired { color:var(--truncated); }
+ul.checks { list-style:none; margin:.1rem 0 0; padding:0; font-size:.8rem; }
+#health-checks .what { font-weight:normal; font-size:.8rem; white-space:normal; }
+#health-checks td.examples { white-space:normal; }
+.note { max-width:70rem; }
 .pager { display:flex; gap:1rem; margin:.8rem 0; }
 .muted { color:var(--muted); }
 .error { color:var(--failed); font-weight:600; }
@@ -62,14 +67,16 @@ svg .lane-label { font-size:11px; fill:var(--fg); }
 svg .axis { font-size:10px; fill:var(--muted); }
 svg .grid { stroke:#e1e4e8; }
 svg rect.bar.call { fill:var(--call); } svg rect.bar.tool { fill:var(--tool); }
-svg rect.bar.failed { fill:var(--failed); }
+svg rect.bar.failed { fill:url(#hatch-failed); stroke:var(--failed); stroke-width:2; }
+svg .hatch-ink { fill:var(--failed); } svg .hatch-paper { fill:#fff; }
 svg rect.bar.truncated { fill:#fff; stroke:var(--truncated); stroke-width:2; stroke-dasharray:4 2; }
 svg a:focus rect.bar { stroke:#000; stroke-width:3; }
 .legend { display:flex; gap:1rem; font-size:.85rem; margin:.3rem 0; flex-wrap:wrap; }
 .legend i { display:inline-block; width:1.6em; height:.8em; margin-right:.3em;
   vertical-align:middle; }
 .legend .l-call { background:var(--call); } .legend .l-tool { background:var(--tool); }
-.legend .l-failed { background:var(--failed); }
+.legend .l-failed { border:2px solid var(--failed);
+  background:repeating-linear-gradient(45deg, var(--failed) 0 3px, #fff 3px 6px); }
 .legend .l-trunc { border:2px dashed var(--truncated); }
 ul.tree, ul.tree ul { list-style:none; padding-left:1.2rem; margin:.2rem 0; }
 ul.tree li { margin:.15rem 0; }
@@ -123,6 +130,16 @@ pre.args { margin:.2rem 0; white-space:pre-wrap; overflow-wrap:anywhere; font-si
 details.image img { max-width:100%; max-height:24rem; }
 @media (max-width: 700px) { .tool-call { grid-template-columns:minmax(0,1fr); } }
 @media (max-width: 1100px) { main { padding:.6rem; } th, td { padding:.25rem .3rem; } }
+#calls tr.payload-row td { white-space:normal; overflow-wrap:anywhere; }
+.all-columns { display:none; }
+@media (max-width: 700px) {
+  header.top { flex-wrap:wrap; gap:.4rem; padding:.5rem .6rem; }
+  #calls .opt { display:none; }
+  input.all-columns { display:inline-block; margin:.4rem .3rem .4rem 0; }
+  label.all-columns { display:inline-block; }
+  input.all-columns:checked ~ .table-wrap #calls .opt { display:table-cell; }
+  #calls td, #calls th { padding:.25rem .25rem; }
+}
 """
 
 JS = """

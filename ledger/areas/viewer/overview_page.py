@@ -5,6 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from ledger.areas.viewer.health_triage import RunHealth
+from ledger.areas.viewer.health_words import (
+    CHECKS,
+    ROLLOUT_CHECKS,
+    check_link,
+    failing_checks,
+    unobserved_note,
+    verdict_words,
+)
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_query import (
     PAGE_SIZES,
@@ -18,8 +27,14 @@ from ledger.areas.viewer.overview_query import (
     TaskRow,
     decode_cursor,
 )
+from ledger.areas.viewer.verdicts import Judgement
 
 MAX_GLOB = 200
+PAGE_COUNT_LABELS = {
+    "healthy": "Healthy",
+    "unhealthy": "Unhealthy",
+    "unobserved": "No findings, some unobserved",
+}
 
 COLUMNS: tuple[tuple[str, str | None, bool], ...] = (
     # (heading, sort key or None, numeric)
@@ -70,6 +85,11 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
     verdict = params.get("verdict") or None
     if verdict is not None and len(verdict) > 40:
         raise InvalidOverviewQuery("verdict: too long")
+    check = params.get("check") or None
+    if check is not None and check not in ROLLOUT_CHECKS:
+        raise InvalidOverviewQuery(
+            f"check: expected one of {', '.join(ROLLOUT_CHECKS)}; got {check[:60]!r}"
+        )
     sort = params.get("sort") or "id"
     if sort not in SORTS:
         raise InvalidOverviewQuery(f"sort: expected one of {', '.join(SORTS)}")
@@ -89,6 +109,7 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
             task=task,
             task_has=task_has,
             resolved=resolved,
+            check=check,
         ),
         sort=sort,
         direction=direction,  # type: ignore[arg-type]
@@ -107,6 +128,7 @@ def _filter_params(q: OverviewQuery) -> dict[str, object]:
         "task": f.task,
         "task_has": f.task_has,
         "resolved": f.resolved,
+        "check": f.check,
     }
 
 
@@ -129,7 +151,10 @@ def _option(value: str, label: str, current: str | None) -> Html:
 def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
     f = q.filter
     gaps = None if f.has_gap is None else ("yes" if f.has_gap else "no")
-    verdict_options = [_option("", "any", f.verdict)] + [_option(v, v, f.verdict) for v in verdicts]
+    verdict_options = [_option("", "any", f.verdict)] + [
+        _option(v, "no findings, some unobserved" if v == "unobserved" else v, f.verdict)
+        for v in verdicts
+    ]
     return html(
         '<form class="filters" method="get" action="/ui/" role="search" aria-label="Filter'
         ' rollouts">'
@@ -141,6 +166,7 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
         '<label>Resolved<select name="resolved">{resolved}</select></label>'
         '<label>State<select name="state">{states}</select></label>'
         '<label>Verdict<select name="verdict"{vdis}>{verdicts}</select></label>'
+        '<label>Failing check<select name="check"{vdis}>{checks}</select></label>'
         '<label>Gaps<select name="gaps">{gaps}</select></label>'
         '<label>Per page<select name="limit">{limits}</select></label>'
         '<input type="hidden" name="sort" value="{sort}"><input type="hidden" name="dir"'
@@ -162,6 +188,9 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
             ]
         ),
         verdicts=join(verdict_options),
+        checks=join(
+            [_option("", "any", f.check)] + [_option(c, c, f.check) for c in ROLLOUT_CHECKS]
+        ),
         vdis=Html("") if verdicts else Html(" disabled"),
         gaps=join(
             [
@@ -184,7 +213,7 @@ def _card(title: str, items: list[tuple[str, str]]) -> Html:
     )
 
 
-def summary_cards(s: OverviewSummary, verdict_counts: Mapping[str, int]) -> Html:
+def summary_cards(s: OverviewSummary, page_counts: Mapping[str, int]) -> Html:
     judged = s.resolved + s.unresolved
     quality = [
         ("Rollouts (all attempts)", number(s.rollouts)),
@@ -199,7 +228,17 @@ def summary_cards(s: OverviewSummary, verdict_counts: Mapping[str, int]) -> Html
         ("Pending calls", number(s.pending_calls)),
         ("Token coverage", "–" if s.mean_coverage is None else f"{100 * s.mean_coverage:.1f}%"),
     ]
-    quality += [(f"Verdict {name}", number(count)) for name, count in verdict_counts.items()]
+    if s.health is not None:
+        h = s.health
+        quality += [
+            ("Healthy (latest attempts)", number(h.verdicts["healthy"])),
+            ("Unhealthy (latest attempts)", number(h.verdicts["unhealthy"])),
+            ("No findings, some unobserved (latest)", number(h.verdicts["unobserved"])),
+        ]
+    quality += [
+        (f"{PAGE_COUNT_LABELS[name]} (this page)", number(count))
+        for name, count in page_counts.items()
+    ]
     perf = [
         ("Model calls", number(s.calls)),
         ("Tokens in", number(s.tokens_in)),
@@ -263,12 +302,13 @@ def tasks_table(s: OverviewSummary) -> Html:
     )
     return html(
         '<h2 id="tasks-heading">Tasks</h2><div class="table-wrap"><table id="tasks">'
-        '<caption class="muted">Rollouts counts every attempt; latest, resolved and duration'
-        " are over the latest attempt of each rollout (a retried rollout counts once); tokens"
-        " are in + out over every attempt.</caption><thead><tr>"
+        '<caption class="muted">Rollouts counts every attempt; latest, resolved, unhealthy'
+        " and duration are over the latest attempt of each rollout (a retried rollout counts"
+        " once); tokens are in + out over every attempt.</caption><thead><tr>"
         '<th scope="col">Task</th><th scope="col" class="num">Rollouts (all attempts)</th>'
         '<th scope="col" class="num">Latest attempts</th>'
         '<th scope="col" class="num">Resolved (latest)</th>'
+        '<th scope="col" class="num">Unhealthy (latest)</th>'
         '<th scope="col" class="num">Tokens</th>'
         '<th scope="col" class="num">p50 wall clock s</th>'
         '<th scope="col" class="num">p95 wall clock s</th></tr></thead><tbody>{rows}</tbody>'
@@ -283,7 +323,9 @@ def _task_row(t: TaskRow) -> Html:
     return html(
         '<tr data-task="{task}"><td class="id"><a href="{href}">{task}</a></td>'
         '<td class="num">{n}</td><td class="num">{latest}</td>'
-        '<td class="num">{res} of {judged}{rate}</td><td class="num">{tokens}</td>'
+        '<td class="num">{res} of {judged}{rate}</td><td class="num" data-col="unhealthy">'
+        "{unhealthy}</td>"
+        '<td class="num">{tokens}</td>'
         '<td class="num">{p50}</td><td class="num">{p95}</td></tr>',
         task=t.task,
         href="/ui/" + query(task=t.task, sort="natural"),
@@ -292,13 +334,48 @@ def _task_row(t: TaskRow) -> Html:
         res=number(t.resolved),
         judged=number(t.judged),
         rate=rate,
+        unhealthy=_unhealthy_cell(t),
         tokens=number(t.tokens),
         p50=_seconds(t.p50_s),
         p95=_seconds(t.p95_s),
     )
 
 
-def _row(r: OverviewRow, verdict: str | None) -> Html:
+def _unhealthy_cell(t: TaskRow) -> Html:
+    if t.unhealthy is None:
+        return Html("–")
+    if not t.unhealthy:
+        return Html("0")
+    return html(
+        '<a href="{h}">{n}</a>',
+        h="/ui/" + query(task=t.task, verdict="unhealthy", sort="natural"),
+        n=number(t.unhealthy),
+    )
+
+
+def _verdict_cell(judgement: Judgement | None) -> Html:
+    """The verdict in words and the checks that failed, each linked to the rollouts it fails
+    on; "unobserved" is never shown as a verdict (see the note above the table)."""
+    if judgement is None:
+        return Html("–")
+    words = verdict_words(judgement.verdict, len(judgement.unobserved))
+    cls = {"healthy": "ok", "unhealthy": "failed"}.get(judgement.verdict, "muted")
+    checks = failing_checks(judgement.findings)
+    return html(
+        '<span class="{cls}" data-verdict="{v}">{words}</span>{checks}',
+        cls=cls,
+        v=judgement.verdict,
+        words=words,
+        checks=html(
+            '<ul class="checks">{items}</ul>',
+            items=join(html("<li>{a}</li>", a=check_link(c)) for c in checks),
+        )
+        if checks
+        else Html(""),
+    )
+
+
+def _row(r: OverviewRow, judgement: Judgement | None) -> Html:
     state_cls = "retired" if r.state == "retired" else "ok"
     calls = number(r.calls)
     if r.pending:
@@ -308,7 +385,8 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
         '<td class="task" data-col="task" title="{task}">{task}</td>'
         '<td class="num" data-col="attempt">{attempt}</td>'
         '<td><span class="tag {scls}">{state}</span></td><td class="num">{gen}</td>'
-        '<td class="verdict">{verdict}</td><td data-col="resolved">{resolved}</td>'
+        '<td class="verdict" data-col="verdict">{verdict}</td>'
+        '<td data-col="resolved">{resolved}</td>'
         '<td class="num">{calls}</td><td class="num">{tin}</td>'
         '<td class="num">{tout}</td><td class="num">{tcache}</td><td class="num">{treason}</td>'
         '<td class="num">{lat}</td><td class="num" data-col="duration">{dur}</td>'
@@ -320,7 +398,7 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
         scls=state_cls,
         state=r.state,
         gen=r.generation,
-        verdict=verdict or "–",
+        verdict=_verdict_cell(judgement),
         calls=calls,
         tin=number(r.tokens_in),
         tout=number(r.tokens_out),
@@ -339,18 +417,74 @@ def _row(r: OverviewRow, verdict: str | None) -> Html:
     )
 
 
+def health_section(q: OverviewQuery, h: RunHealth | None) -> Html:
+    """The run-level table: each check, the latest attempts it fails on (linked to the
+    overview filtered on it, and the first few rollouts), and where it could not run."""
+    if h is None:
+        return Html("")
+    base = {"id": q.filter.id_glob, "task": q.filter.task, "task_has": q.filter.task_has}
+    base |= {"state": q.filter.state, "resolved": q.filter.resolved}
+    rows = [
+        html(
+            '<tr data-check="{check}"><th scope="row">{link}<div class="muted what">{what}'
+            '</div></th><td class="num" data-col="failing">{failing}</td>'
+            '<td class="examples">{examples}</td><td class="num" data-col="unobserved">'
+            "{unobserved}</td></tr>",
+            check=row.check,
+            link=check_link(row.check, **base) if row.failing else row.check,
+            what=CHECKS.get(row.check, ""),
+            failing=number(row.failing),
+            examples=join(
+                [
+                    *(html('<a href="{h}">{id}</a>', h=rollout_url(r), id=r) for r in row.examples),
+                    *([Html("…")] if row.failing > len(row.examples) else []),
+                ],
+                " ",
+            ),
+            unobserved=number(row.unobserved),
+        )
+        for row in h.checks
+    ]
+    if not rows:
+        rows = [Html('<tr><td colspan="4" class="muted">No check found anything.</td></tr>')]
+    notes = []
+    if h.superseded:
+        notes.append(f"earlier attempts left out: {h.superseded:,}")
+    if h.without_record:
+        notes.append(f"rollouts with no record to check yet: {h.without_record:,}")
+    if h.unchecked:
+        notes.append(
+            f"{h.unchecked:,} records are not counted: the health follower has not checked"
+            " them yet (reload in a moment)"
+        )
+    return html(
+        '<h2 id="health-heading">Health</h2><div class="table-wrap"><table id="health-checks">'
+        '<caption class="muted">Over the latest attempt of each rollout ({n} checked{notes}),'
+        " as <code>/v1/health</code> counts them (its task checks are there). A rollout counts"
+        " once per check, however many findings it has.</caption><thead><tr>"
+        '<th scope="col">Check</th><th scope="col" class="num">Rollouts failing</th>'
+        '<th scope="col">First failing rollouts</th>'
+        '<th scope="col" class="num">Unobserved on</th></tr></thead><tbody>{rows}</tbody>'
+        "</table></div>{note}",
+        n=number(h.counted),
+        notes="; " + "; ".join(notes) if notes else "",
+        rows=join(rows),
+        note=unobserved_note(),
+    )
+
+
 def overview_body(
     q: OverviewQuery,
     page: OverviewPage,
     summary: OverviewSummary,
     *,
     summary_seq: int,
-    verdicts: Mapping[str, str],
-    verdict_names: list[str],
-    verdict_counts: Mapping[str, int],
+    judged: Mapping[str, Judgement],
+    health_installed: bool,
+    page_counts: Mapping[str, int],
 ) -> Html:
     head = join(_heading(q, t, k, n) for t, k, n in COLUMNS)
-    body = join(_row(r, verdicts.get(r.rollout_id)) for r in page.rows)
+    body = join(_row(r, judged.get(r.rollout_id)) for r in page.rows)
     if not page.rows:
         body = Html(f'<tr><td colspan="{len(COLUMNS)}" class="muted">No rollout matches.</td></tr>')
     pager = [html('<a href="{h}">First page</a>', h=_link(q))] if q.after is not None else []
@@ -358,17 +492,24 @@ def overview_body(
         pager.append(
             html('<a href="{h}" rel="next">Next page</a>', h=_link(q, after=page.next_after))
         )
+    judged_filter = q.filter.verdict is not None or q.filter.check is not None
     return html(
-        "<h1>Rollouts</h1>{filters}{summary}{tasks}"
+        "<h1>Rollouts</h1>{filters}{summary}{health}{tasks}"
         '<div class="table-wrap"><table id="rollouts"><caption class="muted">{caption}</caption>'
         "<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
         '<nav class="pager" aria-label="Pages of rollouts">{pager}</nav>',
-        filters=_filters(q, verdict_names),
-        summary=summary_cards(summary, verdict_counts),
+        filters=_filters(q, list(PAGE_COUNT_LABELS) if health_installed else []),
+        summary=summary_cards(summary, page_counts),
+        health=health_section(q, summary.health),
         tasks=tasks_table(summary),
-        caption=f"{len(page.rows)} shown of {summary.rollouts:,} selected rollouts (every"
-        " attempt is a rollout)"
-        f" (summary as of event #{summary_seq})",
+        caption=(
+            f"{len(page.rows)} shown of {summary.rollouts:,} selected rollouts (every"
+            " attempt is a rollout; the verdict and check filters look at up to 2,000 a page)"
+            if judged_filter
+            else f"{len(page.rows)} shown of {summary.rollouts:,} selected rollouts (every"
+            " attempt is a rollout)"
+        )
+        + f" (summary as of event #{summary_seq})",
         head=head,
         body=body,
         pager=join(pager),

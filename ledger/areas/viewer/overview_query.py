@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_state
 from ledger.areas.observations.tables import observation_records
+from ledger.areas.viewer.health_triage import RunHealth, read_run_health
 from ledger.areas.viewer.natural_sort import natural_key
 from ledger.gym.ids import split_transport_rollout_id
 from ledger.log.tables import rollouts
@@ -99,6 +100,8 @@ class OverviewFilter:
     task: str | None = None
     task_has: str | None = None
     resolved: str | None = None
+    # A rollout check that found something (judged per page, like ``verdict``).
+    check: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class OverviewSummary:
     # Per task (``TASKS_SHOWN`` at most, by task id) and how many tasks the selection has.
     tasks: tuple[TaskRow, ...] = ()
     task_count: int = 0
+    # The run-level health of the latest attempts (None: the health rules are not installed).
+    health: RunHealth | None = None
 
 
 TASKS_SHOWN = 50
@@ -177,6 +182,8 @@ class TaskRow:
     tokens: int
     p50_s: float | None
     p95_s: float | None
+    # Latest attempts whose verdict is unhealthy (None: no health to count from).
+    unhealthy: int | None = None
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -386,7 +393,9 @@ async def read_page(conn: AsyncConnection, query: OverviewQuery) -> OverviewPage
     return OverviewPage(rows=rows, next_after=next_after)
 
 
-async def read_summary(conn: AsyncConnection, flt: OverviewFilter) -> OverviewSummary:
+async def read_summary(
+    conn: AsyncConnection, flt: OverviewFilter, *, with_health: bool = False
+) -> OverviewSummary:
     r = (await conn.execute(summary_statement(flt))).one()
     sums = (await conn.execute(call_sums_statement(flt))).one()
     ints = [int(v or 0) for v in r[:10]] + [int(v or 0) for v in sums[:4]]
@@ -406,13 +415,15 @@ async def read_summary(conn: AsyncConnection, flt: OverviewFilter) -> OverviewSu
         "tokens_cached",
         "tokens_reasoning",
     ]
-    tasks, task_count = await read_tasks(conn, flt)
+    health = await conn.run_sync(read_run_health, _where(flt), _joined()) if with_health else None
+    tasks, task_count = await read_tasks(conn, flt, None if health is None else health.unhealthy)
     return OverviewSummary(
         **dict(zip(names, ints, strict=True)),
         latency_ms=float(sums[4] or 0.0),
         mean_coverage=None if r[10] is None else float(r[10]),
         tasks=tasks,
         task_count=task_count,
+        health=health,
     )
 
 
@@ -454,8 +465,11 @@ def tasks_statement(flt: OverviewFilter) -> Select[Any]:
     )
 
 
-async def read_tasks(conn: AsyncConnection, flt: OverviewFilter) -> tuple[tuple[TaskRow, ...], int]:
-    """The selection's tasks (the first ``TASKS_SHOWN`` by task id) and how many there are."""
+async def read_tasks(
+    conn: AsyncConnection, flt: OverviewFilter, unhealthy: frozenset[str] | None = None
+) -> tuple[tuple[TaskRow, ...], int]:
+    """The selection's tasks (the first ``TASKS_SHOWN`` by task id) and how many there are;
+    ``unhealthy``: the latest attempts judged unhealthy (health_triage.py)."""
     by_task: dict[str, list[Any]] = {}
     for row in (await conn.execute(tasks_statement(flt))).all():
         by_task.setdefault(row.task_id or NO_TASK, []).append(row)
@@ -480,6 +494,9 @@ async def read_tasks(conn: AsyncConnection, flt: OverviewFilter) -> tuple[tuple[
                 tokens=sum(int(r.tin or 0) + int(r.tout or 0) for r in rows),
                 p50_s=_quantile(durations, 0.5),
                 p95_s=_quantile(durations, 0.95),
+                unhealthy=None
+                if unhealthy is None
+                else sum(1 for r in last if r.rollout_id in unhealthy),
             )
         )
     return tuple(found), len(by_task)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.viewer.health_words import unobserved_note, verdict_words
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
 from ledger.areas.viewer.rollout_query import (
@@ -89,12 +90,13 @@ def _status(call: Call) -> Html:
     return html('<span class="ok">{c}</span>', c=call.status_code or "–")
 
 
-def _health_finding(finding: dict[str, Any]) -> Html:
+def _health_finding(finding: dict[str, Any], where: Html | None = None) -> Html:
     detail = json.dumps(finding.get("detail") or {}, sort_keys=True)
     return html(
-        '<div class="finding" data-check="{check}"><strong>{check}</strong> '
+        '<div class="finding" data-check="{check}"><strong>{check}</strong>{where} '
         '<span class="muted">{detail}</span></div>',
         check=finding.get("check"),
+        where=where or Html(""),
         detail=detail if len(detail) <= 400 else detail[:400] + "…",
     )
 
@@ -114,11 +116,14 @@ def _calls_table(
         about = [*by_call.get(c.model_call_id or "", []), *by_call.get(c.response_id or "", [])]
         rows.append(
             html(
-                '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td><td>{model}</td>'
-                "<td>{inv}</td><td>{status}</td><td>{finish}</td><td>{err}</td>"
-                '<td class="num">{tin}</td><td class="num">{tout}</td><td class="num">{cached}</td>'
-                '<td class="num">{reason}</td><td class="num">{ttft}</td><td class="num">{lat}</td>'
-                '<td class="num"><a'
+                '<tr id="call-{i}" data-call="{i}"><td class="num">{i}</td>'
+                '<td class="opt">{model}</td><td class="opt">{inv}</td>'
+                '<td data-col="status">{status}</td><td class="opt">{finish}</td>'
+                '<td class="opt">{err}</td><td class="num" data-col="tokens-in">{tin}</td>'
+                '<td class="num" data-col="tokens-out">{tout}</td>'
+                '<td class="num opt">{cached}</td><td class="num opt">{reason}</td>'
+                '<td class="num opt">{ttft}</td><td class="num" data-col="latency">{lat}</td>'
+                '<td class="num opt"><a'
                 ' href="/v1/events?after={before}&amp;limit=1">#{seq}</a></td></tr>'
                 '<tr class="payload-row"><td></td><td colspan="12">'
                 '<details class="json" data-src="{src}?fragment=1"><summary>Request and response'
@@ -147,23 +152,31 @@ def _calls_table(
     for model_call_id in d.pending if d.calls_next is None else []:
         rows.append(
             html(
-                '<tr class="pending"><td>–</td><td colspan="2">{id}</td>'
-                '<td><span class="tag pending">pending</span></td><td colspan="9">'
-                "announced, not landed yet</td></tr>",
+                # Two cells, like the payload rows: a narrow screen hides columns, and cells
+                # spanning hidden ones would widen the table.
+                '<tr class="pending"><td>–</td><td colspan="12"><span class="tag pending">'
+                "pending</span> {id}: announced, not landed yet</td></tr>",
                 id=model_call_id,
             )
         )
     if not rows:
         rows.append(Html('<tr><td colspan="13" class="muted">No model call captured.</td></tr>'))
     return html(
-        '{pager}<div class="table-wrap"><table id="calls"><thead><tr>'
+        # Narrow screens keep #, status, tokens and latency; the checkbox (no script needed)
+        # shows the other columns (.opt) on demand.
+        '{pager}<input type="checkbox" id="calls-all-columns" class="all-columns">'
+        '<label for="calls-all-columns" class="all-columns">Show all columns</label>'
+        '<div class="table-wrap"><table id="calls"><thead><tr>'
         '<th scope="col" class="num">#</th>'
-        '<th scope="col">Model</th><th scope="col">Invocation</th><th scope="col">Status</th>'
-        '<th scope="col">Finish</th><th scope="col">Error category</th>'
+        '<th scope="col" class="opt">Model</th><th scope="col" class="opt">Invocation</th>'
+        '<th scope="col">Status</th>'
+        '<th scope="col" class="opt">Finish</th><th scope="col" class="opt">Error category</th>'
         '<th scope="col" class="num">Tokens in</th><th scope="col" class="num">Out</th>'
-        '<th scope="col" class="num">Cached</th><th scope="col" class="num">Reasoning</th>'
-        '<th scope="col" class="num">TTFT ms</th><th scope="col" class="num">Latency ms</th>'
-        '<th scope="col" class="num">Event</th></tr></thead><tbody>{rows}</tbody></table></div>'
+        '<th scope="col" class="num opt">Cached</th><th scope="col" class="num opt">Reasoning'
+        '</th><th scope="col" class="num opt">TTFT ms</th>'
+        '<th scope="col" class="num">Latency ms</th>'
+        '<th scope="col" class="num opt">Event</th></tr></thead><tbody>{rows}</tbody></table>'
+        "</div>"
         "{pending_more}{pager}",
         rows=join(rows),
         pager=_calls_pager(d),
@@ -441,9 +454,29 @@ def _events_table(rows: Html) -> Html:
     )
 
 
-def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[str, list[Html]]]:
-    """The health section (verdict, findings not about one call, unobserved checks), and the
-    findings about a call by its model_call_id / response_id (shown under that call)."""
+def _call_link(d: RolloutDetail, key: str | None, call_at: Mapping[str, int]) -> Html:
+    """Where a finding's call is: on this page, on another page of calls, or not captured."""
+    if key is None:
+        return Html("")
+    on_page = {c.model_call_id: c.call_index for c in d.calls if c.model_call_id}
+    on_page.update({c.response_id: c.call_index for c in d.calls if c.response_id})
+    if key in on_page:
+        href = f"#call-{on_page[key]}"
+        index = on_page[key]
+    elif key in call_at:
+        index = call_at[key]
+        href = page_url(d.rollout_id, d.at, f"call-{index}", calls_from=index, events_before=None)
+    else:
+        return html(' <span class="muted">(call {k}: not among the captured calls)</span>', k=key)
+    return html(' <a class="to-call" href="{h}">→ call #{i}</a>', h=href, i=index)
+
+
+def _health(
+    judgement: Judgement | None, d: RolloutDetail, call_at: Mapping[str, int]
+) -> tuple[Html, dict[str, list[Html]]]:
+    """The health section (verdict, every finding with a link to its call when it is about
+    one, the unobserved checks explained), and the findings about a call by its model_call_id
+    / response_id (also shown under that call's row)."""
     if judgement is None:
         note = (
             "The health rules are not installed in this ledger."
@@ -453,39 +486,57 @@ def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[s
         return html('<h2 id="health">Health</h2><p class="muted">{n}</p>', n=note), {}
     known = {c.model_call_id for c in d.calls} | {c.response_id for c in d.calls}
     by_call: dict[str, list[Html]] = {}
-    loose: list[Html] = []
+    listed: list[Html] = []
     for finding in judgement.findings:
         key = _call_key(finding)
         if key is not None and key in known:
             by_call.setdefault(key, []).append(_health_finding(finding))
-        else:
-            loose.append(_health_finding(finding))
-    if len(loose) > FINDINGS_SHOWN:
-        hidden = len(loose) - FINDINGS_SHOWN
-        loose = loose[:FINDINGS_SHOWN]
-        loose.append(html('<p class="muted">{n} more findings are not shown.</p>', n=hidden))
+        if len(listed) < FINDINGS_SHOWN:
+            listed.append(_health_finding(finding, _call_link(d, key, call_at)))
+    if len(judgement.findings) > FINDINGS_SHOWN:
+        hidden = len(judgement.findings) - FINDINGS_SHOWN
+        listed.append(html('<p class="muted">{n} more findings are not shown.</p>', n=hidden))
     cls = {"healthy": "ok", "unhealthy": "failed"}.get(judgement.verdict, "pending")
     unobserved = (
-        html('<p class="muted">Not observed: {u}</p>', u=", ".join(judgement.unobserved))
+        html(
+            '<p>Not observed ({n}): {u} <a href="#unobserved-note">what this means</a></p>{note}',
+            n=len(judgement.unobserved),
+            u=", ".join(judgement.unobserved),
+            note=unobserved_note(),
+        )
         if judgement.unobserved
         else Html("")
     )
     body = html(
-        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict">{v}</span> '
-        '<span class="muted">({n} findings; those about one call are under it)</span></p>'
-        '<div id="health-findings">{loose}</div>{unobserved}',
+        '<h2 id="health">Health</h2><p>Verdict <span class="tag {cls}" id="verdict"'
+        ' data-verdict="{raw}">{v}</span> '
+        '<span class="muted">({n} findings of this rollout\'s own checks; the run-level checks'
+        " are in <code>/v1/health</code>)</span></p>"
+        '<div id="health-findings">{listed}</div>{unobserved}',
         cls=cls,
-        v=judgement.verdict,
+        raw=judgement.verdict,
+        v=verdict_words(judgement.verdict, len(judgement.unobserved)),
         n=len(judgement.findings),
-        loose=join(loose),
+        listed=join(listed),
         unobserved=unobserved,
     )
     return body, by_call
 
 
-def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
+def finding_call_keys(judgement: Judgement | None, d: RolloutDetail) -> list[str]:
+    """The calls the findings name that are not on this page (looked up to link to them)."""
+    if judgement is None:
+        return []
+    known = {c.model_call_id for c in d.calls} | {c.response_id for c in d.calls}
+    keys = [_call_key(f) for f in judgement.findings[:FINDINGS_SHOWN]]
+    return [k for k in keys if k is not None and k not in known]
+
+
+def rollout_body(
+    d: RolloutDetail, judgement: Judgement | None = None, call_at: Mapping[str, int] | None = None
+) -> Html:
     owners = call_owners(d.calls, d.invocations)
-    health, by_call = _health(judgement, d)
+    health, by_call = _health(judgement, d, call_at or {})
     findings: dict[str | None, list[Html]] = {}
     for gap in d.gaps:
         findings.setdefault(gap.invocation_id, []).append(_finding(gap))
@@ -519,13 +570,16 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
     )
     return html(
         '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{tabs}{card}{health}'
-        '<h2 id="timeline">Timeline</h2><div class="legend" aria-hidden="true"><span><i'
+        '<h2 id="timeline">Timeline</h2><a class="skip-past" href="#calls-heading">Skip the'
+        " timeline (one link per bar) to the model calls</a>"
+        '<div class="legend" aria-hidden="true"><span><i'
         ' class="l-call"></i>model call</span>'
-        '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed</span>'
-        '<span><i class="l-trunc"></i>truncated</span><span class="pending">{pending} pending'
-        " (no times yet)</span></div>"
+        '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed'
+        " (hatched)</span>"
+        '<span><i class="l-trunc"></i>truncated (dashed outline)</span><span class="pending">'
+        "{pending} pending (no times yet)</span></div>"
         "{scope}{svg}"
-        '<h2 id="calls-heading">Model calls</h2>{calls}'
+        '<h2 id="calls-heading" tabindex="-1">Model calls</h2>{calls}'
         '<h2 id="tools-heading">Tool calls</h2>{tools_note}{tools}'
         '<h2 id="tree-heading">Invocations and gaps</h2>{tree}{loose}'
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'

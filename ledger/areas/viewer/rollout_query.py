@@ -13,6 +13,7 @@ demand (``call_payload``).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,8 @@ from ledger.log.tables import events, rollouts
 
 # A page of the calls table (and of the timeline): ~1.5 KB of HTML per call.
 CALLS_PER_PAGE = 100
+# Findings about calls are shown at most 100 at a time; their calls are looked up together.
+MAX_CALL_KEYS = 200
 # A page of the events section, newest first by default: ``hash`` is stored after the
 # payload, so each event read walks its payload's pages.
 EVENTS_PER_PAGE = 100
@@ -113,6 +116,11 @@ class ToolCall:
     @property
     def failed(self) -> bool:
         return self.status in {"failed", "timeout", "cancelled"} or self.error_type is not None
+
+    @property
+    def truncated(self) -> bool:
+        """Cut short without failing: the tool's observation says it did not finish."""
+        return not self.failed and self.status == "incomplete"
 
 
 @dataclass(frozen=True)
@@ -536,3 +544,25 @@ def read_call_payload(conn: Connection, rollout_id: str, call_index: int) -> Cal
         # A damaged line: show what was captured as it is.
         return CallPayload(call_index, payload, None, redacted=False)
     return CallPayload(call_index, exchange.get("request"), exchange.get("response"), False)
+
+
+def call_indexes(
+    conn: Connection, rollout_id: str, generation: int, keys: Sequence[str]
+) -> dict[str, int]:
+    """The call index of each key (a model_call_id, else a response_id, as a health finding's
+    locator names a call) among the rollout's captured calls of this generation: the findings
+    about calls on other pages link to them. The first call wins for a key held twice."""
+    found: dict[str, int] = {}
+    wanted = list(dict.fromkeys(keys))[:MAX_CALL_KEYS]
+    if not wanted:
+        return found
+    mine = and_(capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == generation)
+    for column in (capture_calls.c.model_call_id, capture_calls.c.response_id):
+        rows = conn.execute(
+            select(column, func.min(capture_calls.c.call_index))
+            .where(mine, column.in_(wanted))
+            .group_by(column)
+        )
+        for key, index in rows:
+            found.setdefault(str(key), int(index))
+    return found

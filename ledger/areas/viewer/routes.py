@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -31,7 +31,12 @@ from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
 from ledger.areas.viewer.overview_page import overview_body, parse_query, rollout_url
-from ledger.areas.viewer.rollout_page import MAX_CALL_INDEX, parse_page_at, rollout_body
+from ledger.areas.viewer.rollout_page import (
+    MAX_CALL_INDEX,
+    finding_call_keys,
+    parse_page_at,
+    rollout_body,
+)
 from ledger.areas.viewer.summary_cache import SummaryCache
 from ledger.areas.viewer.transcript_page import transcript_body
 from ledger.areas.viewer.verdicts import Judgement
@@ -102,18 +107,21 @@ async def overview(request: Request) -> Response:
         return problem(400, str(exc))
     judge = verdicts.health_rules()
     wanted = query.filter.verdict
-    if wanted is not None and judge is None:
-        return problem(400, "verdict: the health rules are not installed in this ledger")
+    check = query.filter.check
+    if (wanted is not None or check is not None) and judge is None:
+        name = "verdict" if wanted is not None else "check"
+        return problem(400, f"{name}: the health rules are not installed in this ledger")
     if wanted is not None and wanted not in verdicts.VERDICTS:
         return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
     ledger = get_ledger(request)
     cache = SummaryCache.of(request.app.state)
     judgements = verdicts.JudgementCache.of(request.app.state)
-    # The summary is SQL over the selection; the verdict filter is applied to pages only.
-    summary_filter = replace(query.filter, verdict=None)
+    # The summary is SQL over the selection; the verdict and check filters apply to pages only.
+    summary_filter = replace(query.filter, verdict=None, check=None)
     async with ledger.store.read() as conn:
-        if judge is not None and wanted is not None:
-            found, judged = await verdict_page(conn, query, judge, wanted, judgements)
+        if judge is not None and (wanted is not None or check is not None):
+            keep = partial(_judged_as, verdict=wanted, check=check)
+            found, judged = await judged_page(conn, query, judge, keep, judgements)
         else:
             found = await overview_query.read_page(conn, query)
             judged = {}
@@ -125,33 +133,40 @@ async def overview(request: Request) -> Response:
         head = await events_query.head_seq(conn)
         cached = cache.get(summary_filter, head)
         if cached is None:
-            summary = await overview_query.read_summary(conn, summary_filter)
+            summary = await overview_query.read_summary(
+                conn, summary_filter, with_health=judge is not None
+            )
             cached = cache.put(summary_filter, head, summary)
-    page_verdicts = {rollout_id: j.verdict for rollout_id, j in judged.items()}
-    counts = {v: sum(1 for x in page_verdicts.values() if x == v) for v in verdicts.VERDICTS}
+    counts = {v: sum(1 for j in judged.values() if j.verdict == v) for v in verdicts.VERDICTS}
     body = overview_body(
         query,
         found,
         cached.summary,
         summary_seq=cached.head_seq,
-        verdicts=page_verdicts,
-        verdict_names=list(verdicts.VERDICTS) if judge is not None else [],
-        verdict_counts={f"{v} (this page)": n for v, n in counts.items()} if judge else {},
+        judged=judged,
+        health_installed=judge is not None,
+        page_counts=counts if judge else {},
     )
     return page("Rollouts", body, current="overview")
 
 
-async def verdict_page(
+def _judged_as(judgement: Judgement, verdict: str | None, check: str | None) -> bool:
+    if verdict is not None and judgement.verdict != verdict:
+        return False
+    return check is None or any(f.get("check") == check for f in judgement.findings)
+
+
+async def judged_page(
     conn: AsyncConnection,
     query: overview_query.OverviewQuery,
     judge: verdicts.Judge,
-    wanted: str,
+    keep: Callable[[Judgement], bool],
     cache: verdicts.JudgementCache,
 ) -> tuple[overview_query.OverviewPage, dict[str, verdicts.Judgement]]:
-    """A page of rollouts with the wanted verdict. Verdicts are computed, not stored, so the
-    rows are read in the page's order and judged in batches, up to ``VERDICT_SCAN`` rollouts
-    per request; "Next page" continues after the last one looked at, so paging through a
-    large run stays bounded per request."""
+    """A page of rollouts whose judgement is kept (a verdict, a failing check). Verdicts are
+    computed, not stored per page order, so the rows are read in the page's order and judged
+    in batches, up to ``VERDICT_SCAN`` rollouts per request; "Next page" continues after the
+    last one looked at, so paging through a large run stays bounded per request."""
     matched: list[overview_query.OverviewRow] = []
     judged: dict[str, verdicts.Judgement] = {}
     after = query.after
@@ -167,7 +182,7 @@ async def verdict_page(
         for row in batch.rows:
             scanned += 1
             judgement = found.get(row.rollout_id)
-            if judgement is not None and judgement.verdict == wanted:
+            if judgement is not None and keep(judgement):
                 matched.append(row)
                 judged[row.rollout_id] = judgement
             if len(matched) == query.limit or scanned >= VERDICT_SCAN:
@@ -192,17 +207,22 @@ async def rollout(request: Request, rollout_id: str) -> Response:
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
 
-    def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
+    def read(
+        conn: Connection,
+    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, int]]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
         if detail is None or judge is None:
-            return detail, None
+            return detail, None, {}
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
-        return detail, found.get(rollout_id)
+        judgement = found.get(rollout_id)
+        elsewhere = finding_call_keys(judgement, detail)
+        call_at = rollout_query.call_indexes(conn, rollout_id, detail.generation, elsewhere)
+        return detail, judgement, call_at
 
-    detail, judgement = await get_ledger(request).store.read_sync(read)
+    detail, judgement, call_at = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
-    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, call_at))
 
 
 @router.get("/rollouts/{rollout_id}/transcript")

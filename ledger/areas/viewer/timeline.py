@@ -18,7 +18,16 @@ LABEL_WIDTH = 240
 PLOT_WIDTH = 940
 LANE_HEIGHT = 20
 AXIS_HEIGHT = 26
-MIN_BAR = 1.0
+# A call of a millisecond in a rollout of an hour is still a bar one can see and click: the
+# 429 that ended a rollout must not be a sub-pixel sliver. Wider than its duration is the lesser
+# error (the tooltip and the table give the duration).
+MIN_BAR = 6.0
+# Failed bars are hatched (and outlined), truncated ones dashed and hollow: never colour alone.
+PATTERNS = (
+    '<defs><pattern id="hatch-failed" patternUnits="userSpaceOnUse" width="5" height="5"'
+    ' patternTransform="rotate(45)"><rect class="hatch-ink" width="2.5" height="5"/>'
+    '<rect class="hatch-paper" x="2.5" width="2.5" height="5"/></pattern></defs>'
+)
 UNATTRIBUTED = "(calls not attributed to an invocation)"
 
 
@@ -185,7 +194,7 @@ def timeline_svg(
                 )
             )
         for tool, row in zip(lane_tools, tool_rows, strict=True):
-            classes = "failed" if tool.failed else ""
+            classes = "failed" if tool.failed else ("truncated" if tool.truncated else "")
             title = f"tool {tool.tool_name or tool.tool_call_id} · {tool.status}"
             if tool.duration_ms is not None:
                 title += f" · {tool.duration_ms:,.0f} ms"
@@ -219,13 +228,14 @@ def timeline_svg(
         'width="{w}" height="{h}" data-t0="{t0}" data-scale="{scale}">'
         '<title id="timeline-title">Timeline of {n_calls} model calls and {n_tools} tool'
         " calls</title>"
-        "{axis}{rows}{bars}</svg>",
+        "{defs}{axis}{rows}{bars}</svg>",
         w=LABEL_WIDTH + PLOT_WIDTH + 10,
         h=y + 4,
         t0=repr(t0),
         scale=repr(scale),
         n_calls=len(timed_calls),
         n_tools=len(timed_tools),
+        defs=Html(PATTERNS),
         axis=Html("".join(axis)),
         rows=Html("".join(rows)),
         bars=Html("".join(bars)),

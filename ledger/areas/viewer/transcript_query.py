@@ -24,6 +24,7 @@ from ledger.areas.viewer.rollout_query import (
     Invocation,
     read_invocations,
 )
+from ledger.areas.viewer.shared_history import HistoryParser
 from ledger.log.tables import events, rollouts
 
 # Items of the producer's conversations, and turns, shown at most (each section says so).
@@ -65,10 +66,10 @@ class TranscriptData:
     turn_count: int = 0
 
 
-def _exchange(payload: str | None) -> Exchange:
+def _exchange(payload: str | None, parser: HistoryParser) -> Exchange:
     if payload is None:
         return Exchange(None, None, None, redacted=True)
-    found = json.loads(payload)
+    found = parser.parse(payload)
     exchange = found.get("exchange") if isinstance(found, dict) else None
     if not isinstance(exchange, dict):
         return Exchange(None, None, found)
@@ -124,22 +125,16 @@ def read_transcript(
         .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
         .where(mine)
     )
-    found = conn.execute(
-        with_payload.where(capture_calls.c.call_index >= data.calls_from)
-        .order_by(capture_calls.c.call_index)
-        .limit(CALLS_PER_PAGE + 1)
-    ).all()
-    data.calls = [CallWithPayload(Call(*r[:-1]), _exchange(r[-1])) for r in found]
-    if len(data.calls) > CALLS_PER_PAGE:
-        data.calls_next = data.calls[CALLS_PER_PAGE].call.call_index
-        data.calls = data.calls[:CALLS_PER_PAGE]
+    # The call before the page first: the page's first request usually continues it, and the
+    # parser reuses the history they share (shared_history.py).
+    parser = HistoryParser()
     before = conn.execute(
         with_payload.where(capture_calls.c.call_index < data.calls_from)
         .order_by(capture_calls.c.call_index.desc())
         .limit(1)
     ).first()
     if before is not None:
-        data.before = CallWithPayload(Call(*before[:-1]), _exchange(before[-1]))
+        data.before = CallWithPayload(Call(*before[:-1]), _exchange(before[-1], parser))
         earlier = (
             select(capture_calls.c.call_index)
             .where(mine, capture_calls.c.call_index < data.calls_from)
@@ -148,6 +143,17 @@ def read_transcript(
             .subquery()
         )
         data.calls_previous = conn.execute(select(func.min(earlier.c.call_index))).scalar()
+    found = conn.execute(
+        with_payload.where(capture_calls.c.call_index >= data.calls_from)
+        .order_by(capture_calls.c.call_index)
+        .limit(CALLS_PER_PAGE + 1)
+    ).all()
+    # The call after the page only says there is a next page: its payload is not parsed.
+    data.calls = [
+        CallWithPayload(Call(*r[:-1]), _exchange(r[-1], parser)) for r in found[:CALLS_PER_PAGE]
+    ]
+    if len(found) > CALLS_PER_PAGE:
+        data.calls_next = Call(*found[CALLS_PER_PAGE][:-1]).call_index
     data.call_count = int(
         conn.execute(select(func.count()).select_from(capture_calls).where(mine)).scalar() or 0
     )
