@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.viewer.copy_field import copy_field
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
 from ledger.areas.viewer.rollout_query import (
@@ -483,7 +484,9 @@ def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[s
     return body, by_call
 
 
-def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
+def rollout_body(
+    d: RolloutDetail, judgement: Judgement | None = None, attempts: Html | None = None
+) -> Html:
     owners = call_owners(d.calls, d.invocations)
     health, by_call = _health(judgement, d)
     findings: dict[str | None, list[Html]] = {}
@@ -518,7 +521,8 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         items=join(html("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in facts),
     )
     return html(
-        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{tabs}{card}{health}'
+        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{copy}{tabs}{card}{attempts}'
+        "{health}"
         '<h2 id="timeline">Timeline</h2><div class="legend" aria-hidden="true"><span><i'
         ' class="l-call"></i>model call</span>'
         '<span><i class="l-tool"></i>tool call</span><span><i class="l-failed"></i>failed</span>'
@@ -531,6 +535,8 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
+        copy=copy_field(d.rollout_id, "rollout id"),
+        attempts=attempts or "",
         tabs=tabs(d.rollout_id, "details", d.at.calls_from),
         card=card,
         health=health,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from functools import partial
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
 from ledger.areas.viewer import (
+    compare_query,
     events_query,
     overview_query,
     rollout_query,
@@ -26,6 +28,13 @@ from ledger.areas.viewer import (
     verdicts,
 )
 from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
+from ledger.areas.viewer.compare_page import (
+    attempts_html,
+    empty_body,
+    pair_body,
+    parse_compare,
+    task_body,
+)
 from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
@@ -192,17 +201,74 @@ async def rollout(request: Request, rollout_id: str) -> Response:
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
 
-    def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
+    def read(
+        conn: Connection,
+    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, list[str]]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
-        if detail is None or judge is None:
-            return detail, None
+        if detail is None:
+            return None, None, []
+        others = compare_query.read_attempts(conn, rollout_id, detail.task_id)
+        if judge is None:
+            return detail, None, others
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
-        return detail, found.get(rollout_id)
+        return detail, found.get(rollout_id), others
 
-    detail, judgement = await get_ledger(request).store.read_sync(read)
+    detail, judgement, others = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
-    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
+    attempts = attempts_html(rollout_id, detail.task_id, others)
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, attempts))
+
+
+@router.get("/compare")
+async def compare(request: Request) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        wanted = parse_compare(request.query_params, given)
+    except compare_query.InvalidCompareQuery as exc:
+        return problem(400, str(exc))
+    judge = verdicts.health_rules()
+    cache = verdicts.JudgementCache.of(request.app.state)
+
+    def verdicts_of(
+        conn: Connection, summaries: list[compare_query.RolloutSummary]
+    ) -> dict[str, str]:
+        if judge is None:
+            return {}
+        keys = [(s.rollout_id, s.last_seq) for s in summaries]
+        found = verdicts.judge_rollouts(conn, judge, keys, cache)
+        return {rollout_id: j.verdict for rollout_id, j in found.items()}
+
+    def read(conn: Connection) -> Response:
+        if wanted.task is not None:
+            view = compare_query.read_task(conn, wanted.task)
+            if view is None:
+                return problem(404, f"No rollout reported the task {wanted.task[:200]!r}.")
+            judged = verdicts_of(conn, [r.summary for r in view.rollouts])
+            return page(f"Task {wanted.task[:200]}", task_body(view, judged))
+        if wanted.a is None or wanted.b is None:
+            return page("Compare rollouts", empty_body())
+        a = compare_query.read_summary(conn, wanted.a)
+        b = compare_query.read_summary(conn, wanted.b)
+        for name, value, found in (("a", wanted.a, a), ("b", wanted.b, b)):
+            if found is None:
+                return problem(404, f"{name}: no rollout {value!r} in this ledger.")
+        assert a is not None and b is not None
+        start, window = wanted.calls_from, compare_query.COMPARE_CALLS
+        body = pair_body(
+            a,
+            b,
+            verdicts_of(conn, [a, b]),
+            compare_query.scan(conn, a, b, start, window),
+            compare_query.read_calls(conn, a, start, window),
+            compare_query.read_calls(conn, b, start, window),
+            start,
+        )
+        return page(f"Compare {a.rollout_id} and {b.rollout_id}", body)
+
+    return await get_ledger(request).store.read_sync(read)
 
 
 @router.get("/rollouts/{rollout_id}/transcript")

@@ -107,6 +107,33 @@ def _producer(data: TranscriptData, bundle: str | None, result: str | None) -> N
     data.turns = turns[:PRODUCER_ITEMS]
 
 
+def read_calls_with_payload(
+    conn: Connection, rollout_id: str, generation: int, calls_from: int, limit: int
+) -> tuple[list[CallWithPayload], CallWithPayload | None]:
+    """Up to ``limit`` calls from ``calls_from`` with their payloads, and the call before them
+    (what the first one's request continues), by the primary key."""
+    mine = and_(capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == generation)
+    with_payload = (
+        select(*CALL_COLUMNS, events.c.payload)
+        .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
+        .where(mine)
+    )
+    found = conn.execute(
+        with_payload.where(capture_calls.c.call_index >= calls_from)
+        .order_by(capture_calls.c.call_index)
+        .limit(limit)
+    ).all()
+    before = conn.execute(
+        with_payload.where(capture_calls.c.call_index < calls_from)
+        .order_by(capture_calls.c.call_index.desc())
+        .limit(1)
+    ).first()
+    return (
+        [CallWithPayload(Call(*r[:-1]), _exchange(r[-1])) for r in found],
+        None if before is None else CallWithPayload(Call(*before[:-1]), _exchange(before[-1])),
+    )
+
+
 def read_transcript(
     conn: Connection, rollout_id: str, calls_from: int | None
 ) -> TranscriptData | None:
@@ -119,27 +146,14 @@ def read_transcript(
     mine = and_(
         capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == row.generation
     )
-    with_payload = (
-        select(*CALL_COLUMNS, events.c.payload)
-        .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
-        .where(mine)
+    data.calls, before = read_calls_with_payload(
+        conn, rollout_id, row.generation, data.calls_from, CALLS_PER_PAGE + 1
     )
-    found = conn.execute(
-        with_payload.where(capture_calls.c.call_index >= data.calls_from)
-        .order_by(capture_calls.c.call_index)
-        .limit(CALLS_PER_PAGE + 1)
-    ).all()
-    data.calls = [CallWithPayload(Call(*r[:-1]), _exchange(r[-1])) for r in found]
     if len(data.calls) > CALLS_PER_PAGE:
         data.calls_next = data.calls[CALLS_PER_PAGE].call.call_index
         data.calls = data.calls[:CALLS_PER_PAGE]
-    before = conn.execute(
-        with_payload.where(capture_calls.c.call_index < data.calls_from)
-        .order_by(capture_calls.c.call_index.desc())
-        .limit(1)
-    ).first()
     if before is not None:
-        data.before = CallWithPayload(Call(*before[:-1]), _exchange(before[-1]))
+        data.before = before
         earlier = (
             select(capture_calls.c.call_index)
             .where(mine, capture_calls.c.call_index < data.calls_from)
