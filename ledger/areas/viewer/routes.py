@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
@@ -35,7 +35,13 @@ from ledger.areas.viewer.compare_page import (
     parse_compare,
     task_body,
 )
-from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
+from ledger.areas.viewer.events_page import (
+    SHOWN,
+    InvalidTailQuery,
+    event_json,
+    events_body,
+    parse_tail,
+)
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
@@ -45,6 +51,7 @@ from ledger.areas.viewer.summary_cache import SummaryCache
 from ledger.areas.viewer.transcript_page import transcript_body
 from ledger.areas.viewer.verdicts import Judgement
 from ledger.gym.ids import is_valid_rollout_id
+from ledger.log.tables import rollouts
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -335,9 +342,25 @@ async def call_payload(request: Request, rollout_id: str, call_index: str) -> Re
 async def events_page(request: Request) -> Response:
     if not signin.signed_in(request):
         return signin.to_sign_in(request)
-    async with get_ledger(request).store.read() as conn:
-        newest, head = await events_query.newest_events(conn, SHOWN)
-    return page("Live events", events_body(newest, head), current="events")
+    store = get_ledger(request).store
+    kinds = store.catalogue.kinds
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        flt = parse_tail(request.query_params, given, kinds)
+    except InvalidTailQuery as exc:
+        return problem(400, str(exc))
+    async with store.read() as conn:
+        if flt.rollout_id is not None and not await _known(conn, flt.rollout_id):
+            return problem(404, f"rollout: no rollout {flt.rollout_id!r} in this ledger.")
+        newest, head = await events_query.newest_events(conn, SHOWN, flt)
+    return page("Live events", events_body(newest, head, flt, kinds), current="events")
+
+
+async def _known(conn: AsyncConnection, rollout_id: str) -> bool:
+    found = await conn.execute(
+        select(rollouts.c.rollout_id).where(rollouts.c.rollout_id == rollout_id)
+    )
+    return found.first() is not None
 
 
 @router.get("/events/stream")
@@ -348,6 +371,11 @@ async def events_stream(request: Request) -> Response:
     if not after_text.isdigit() or int(after_text) > MAX_SEQ:
         return Response("after: expected a seq", status_code=400, media_type="text/plain")
     store = get_ledger(request).store
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        flt = parse_tail(request.query_params, given, store.catalogue.kinds)
+    except InvalidTailQuery as exc:
+        return Response(str(exc), status_code=400, media_type="text/plain")
 
     async def stream() -> AsyncIterator[str]:
         after = int(after_text)
@@ -357,10 +385,12 @@ async def events_stream(request: Request) -> Response:
             if await request.is_disconnected():
                 return
             async with store.read() as conn:
-                found = await events_query.events_after(conn, after, STREAM_BATCH)
+                # The head first: events up to it that the filter leaves out are passed over.
+                head = await events_query.head_seq(conn)
+                found = await events_query.events_after(conn, after, STREAM_BATCH, flt, head)
             for event in found:
-                after = event.seq
                 yield f"id: {event.seq}\ndata: {event_json(event)}\n\n"
+            after = found[-1].seq if len(found) == STREAM_BATCH else max(after, head)
             now = time.monotonic()
             if found:
                 last_sent = now
