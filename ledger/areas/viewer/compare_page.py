@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ledger.areas.viewer.compare_query import (
     ATTEMPTS_SHOWN,
     COMPARE_CALLS,
+    COMPARE_SCAN,
     TASK_SCAN_CALLS,
     TASK_SHOWN,
     InvalidCompareQuery,
@@ -67,7 +68,7 @@ def parse_compare(params: Mapping[str, str], repeated: Mapping[str, int]) -> Com
             )
     a, b, task = (params.get(n) or None for n in ("a", "b", "task"))
     text = params.get("calls_from") or "0"
-    if not text.isdigit() or int(text) > MAX_CALL_INDEX:
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_CALL_INDEX:
         raise InvalidCompareQuery("calls_from: expected a call index (a non-negative integer)")
     for name, value in (("a", a), ("b", b)):
         if value is not None and not is_valid_rollout_id(value):
@@ -206,9 +207,10 @@ def _difference_text(found: Scan, further: str) -> Html:
             '<p id="difference-where">No difference: the transcripts are the same {s}.</p>', s=span
         )
     return html(
-        '<p id="difference-where">No difference in calls #{f} to #{t} (the most one page'
-        ' compares). <a href="{more}" data-pager="compare-further">Look further, from call'
+        '<p id="difference-where">No difference in calls #{f} to #{t} (one page compares {k}'
+        ' calls). <a href="{more}" data-pager="compare-further">Look further, from call'
         " #{n}</a>.</p>",
+        k=COMPARE_SCAN,
         f=found.calls_from,
         t=found.agreed_to,
         more=further,

@@ -2,14 +2,17 @@
 first difference between two transcripts, and the rollouts of one task.
 
 Bounded per request: the calls table shows ``COMPARE_CALLS`` calls from ``calls_from`` (by the
-primary key, as the rollout page does), and the scan reads payloads in batches of
-``SCAN_BATCH`` calls per side, stopping at the first difference and after ``COMPARE_CALLS``
-calls at most (the page then links to the next window). The task view compares each rollout
+primary key, as the rollout page does, without payloads), and the scan reads payloads in
+batches (``SCAN_BATCHES`` calls per side: a small one first, since samples of one task mostly
+part early), stopping at the first difference and after ``COMPARE_SCAN`` calls at most (the
+page then links to the next window). Reading and parsing payloads is the cost: a late call's
+request carries the whole conversation so far. The task view compares each rollout
 with the first over its first ``TASK_SCAN_CALLS`` calls only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, and_, func, select
@@ -37,7 +40,8 @@ from ledger.gym.ids import split_transport_rollout_id
 from ledger.log.tables import rollouts
 
 COMPARE_CALLS = 100
-SCAN_BATCH = 25
+SCAN_BATCHES = (5, 20)
+COMPARE_SCAN = sum(SCAN_BATCHES)
 TASK_SHOWN = 50
 TASK_SCAN_CALLS = 8
 ATTEMPTS_SHOWN = 20
@@ -158,7 +162,12 @@ class TurnReader:
         if self.ended:
             return []
         calls, before = read_calls_with_payload(
-            self._conn, self._summary.rollout_id, self._summary.generation, self._next, limit
+            self._conn,
+            self._summary.rollout_id,
+            self._summary.generation,
+            self._next,
+            limit,
+            with_before=self._first,  # later batches continue the last call read
         )
         if self._first:
             self._before, self._first = before, False
@@ -195,17 +204,23 @@ class Scan:
     next_from: int | None = None
 
 
+def _batches(limit: int) -> Iterator[int]:
+    """``SCAN_BATCHES``, then its last size again, up to ``limit`` calls in all."""
+    read, sizes = 0, iter(SCAN_BATCHES)
+    while read < limit:
+        size = min(next(sizes, SCAN_BATCHES[-1]), limit - read)
+        read += size
+        yield size
+
+
 def scan(
     conn: Connection, a: RolloutSummary, b: RolloutSummary, calls_from: int, limit: int
 ) -> Scan:
     """The first difference from ``calls_from``, reading at most ``limit`` calls per side."""
     found = Scan(calls_from)
     left, right = TurnReader(conn, a, calls_from), TurnReader(conn, b, calls_from)
-    read = 0
-    while read < limit:
-        batch = min(SCAN_BATCH, limit - read)
+    for batch in _batches(limit):
         ta, tb = left.read(batch), right.read(batch)
-        read += batch
         difference = first_difference(ta, tb, a_ends=left.ended, b_ends=right.ended)
         if difference is not None:
             found.difference = difference

@@ -41,7 +41,7 @@ def _cursor(params: Mapping[str, str], name: str, ceiling: int, what: str) -> in
     text = params.get(name) or None
     if text is None:
         return None
-    if not text.isdigit() or int(text) > ceiling:
+    if not (text.isascii() and text.isdigit()) or int(text) > ceiling:
         raise InvalidRolloutQuery(f"{name}: expected {what} (a non-negative integer)")
     return int(text)
 

@@ -268,7 +268,7 @@ async def compare(request: Request) -> Response:
             a,
             b,
             verdicts_of(conn, [a, b]),
-            compare_query.scan(conn, a, b, start, window),
+            compare_query.scan(conn, a, b, start, compare_query.COMPARE_SCAN),
             compare_query.read_calls(conn, a, start, window),
             compare_query.read_calls(conn, b, start, window),
             start,
@@ -306,7 +306,7 @@ async def call_payload(request: Request, rollout_id: str, call_index: str) -> Re
         )
     if not is_valid_rollout_id(rollout_id):
         return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
-    if not call_index.isdigit() or int(call_index) > MAX_CALL_INDEX:
+    if not (call_index.isascii() and call_index.isdigit()) or int(call_index) > MAX_CALL_INDEX:
         return problem(400, "call index: expected a non-negative integer")
     index = int(call_index)
     found = await get_ledger(request).store.read_sync(
@@ -368,7 +368,7 @@ async def events_stream(request: Request) -> Response:
     if not signin.signed_in(request):
         return Response("sign in first", status_code=401, media_type="text/plain")
     after_text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not after_text.isdigit() or int(after_text) > MAX_SEQ:
+    if not (after_text.isascii() and after_text.isdigit()) or int(after_text) > MAX_SEQ:
         return Response("after: expected a seq", status_code=400, media_type="text/plain")
     store = get_ledger(request).store
     given = Counter(name for name, _ in request.query_params.multi_items())

@@ -108,10 +108,16 @@ def _producer(data: TranscriptData, bundle: str | None, result: str | None) -> N
 
 
 def read_calls_with_payload(
-    conn: Connection, rollout_id: str, generation: int, calls_from: int, limit: int
+    conn: Connection,
+    rollout_id: str,
+    generation: int,
+    calls_from: int,
+    limit: int,
+    *,
+    with_before: bool = True,
 ) -> tuple[list[CallWithPayload], CallWithPayload | None]:
-    """Up to ``limit`` calls from ``calls_from`` with their payloads, and the call before them
-    (what the first one's request continues), by the primary key."""
+    """Up to ``limit`` calls from ``calls_from`` with their payloads, and (``with_before``) the
+    call before them, what the first one's request continues; by the primary key."""
     mine = and_(capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == generation)
     with_payload = (
         select(*CALL_COLUMNS, events.c.payload)
@@ -123,11 +129,15 @@ def read_calls_with_payload(
         .order_by(capture_calls.c.call_index)
         .limit(limit)
     ).all()
-    before = conn.execute(
-        with_payload.where(capture_calls.c.call_index < calls_from)
-        .order_by(capture_calls.c.call_index.desc())
-        .limit(1)
-    ).first()
+    before = (
+        conn.execute(
+            with_payload.where(capture_calls.c.call_index < calls_from)
+            .order_by(capture_calls.c.call_index.desc())
+            .limit(1)
+        ).first()
+        if with_before
+        else None
+    )
     return (
         [CallWithPayload(Call(*r[:-1]), _exchange(r[-1])) for r in found],
         None if before is None else CallWithPayload(Call(*before[:-1]), _exchange(before[-1])),
