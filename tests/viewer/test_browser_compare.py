@@ -224,3 +224,28 @@ def test_the_tail_follows_one_rollout_and_tells_a_429_from_a_200(
         ]
         expect(rows.nth(1).locator(".tag.failed")).to_be_visible()
         expect(page.locator("#tail tbody", has_text="elsewhere")).to_have_count(0)
+
+
+def test_the_overview_follows_new_rollouts_when_asked(server: ServerProcess, page: Page) -> None:
+    page.goto(f"{server.base_url}/ui/?id=fresh-*")
+    rows = page.locator("#rollouts tbody tr[data-rollout]")
+    expect(rows).to_have_count(0)
+    page.evaluate("window.__same_document = true")  # gone if the page were reloaded
+    follow = page.get_by_role("button", name="Follow new rollouts")
+    follow.focus()
+    page.keyboard.press("Enter")
+    expect(follow).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#follow-status")).to_have_text("Following new rollouts.")
+    with httpx.Client(base_url=server.base_url) as http:
+        for rollout_id in ("fresh-2", "fresh-10", "other-1"):
+            body = data.exchange(f"{rollout_id}-m", data.T0, data.T0 + 1)
+            http.post(f"/v1/rollouts/{rollout_id}/model-calls", json=body).raise_for_status()
+    # The same filter and sort as the page: two rows, in id order; the other left out.
+    expect(rows).to_have_count(2)
+    ids = rows.evaluate_all("rs => rs.map(r => r.dataset.rollout)")
+    assert ids == ["fresh-10", "fresh-2"]
+    expect(page.locator("#follow-status")).to_contain_text("Following: updated after event #")
+    assert page.evaluate("window.__same_document") is True
+    follow.click()
+    expect(follow).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#follow-status")).to_have_text("Not following.")

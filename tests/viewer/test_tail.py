@@ -98,3 +98,10 @@ async def test_the_stream_refuses_bad_filters(tail: httpx.AsyncClient) -> None:
     assert reply.text == "kind: 'nope' is not an event kind of this ledger"
     many = await tail.get("/ui/events/stream?rollout=a&rollout=b")
     assert many.status_code == 400 and "rollout: given 2 times" in many.text
+
+
+async def test_the_stream_starts_after_a_seq_or_the_head(tail: httpx.AsyncClient) -> None:
+    for after in ("heads", "-1", "1e3", "%C2%B2"):
+        reply = await tail.get(f"/ui/events/stream?after={after}")
+        assert reply.status_code == 400
+        assert reply.text == "after: expected a seq or head"

@@ -189,6 +189,59 @@ JS = """
     });
   });
 
+  // The overview's first page can follow the run: on any new event it is fetched again (at
+  // most every 2 s, the same URL, so the same filters and sort) and its rows and summary
+  // replaced. Off until asked; without script the page is as it was rendered.
+  var overview = document.getElementById('rollouts');
+  if (overview && !/[?&]after=/.test(location.search)) {
+    var follow = document.createElement('button');
+    follow.type = 'button';
+    follow.id = 'follow-toggle';
+    follow.textContent = 'Follow new rollouts';
+    follow.setAttribute('aria-pressed', 'false');
+    var told = document.createElement('span');
+    told.id = 'follow-status';
+    told.setAttribute('role', 'status');
+    told.setAttribute('aria-live', 'polite');
+    var bar = document.createElement('div');
+    bar.className = 'tail-controls';
+    bar.append(follow, told);
+    var place = overview.closest('.table-wrap') || overview;
+    place.parentNode.insertBefore(bar, place);
+    var feed = null, timer = null, dirty = false, seen = 0;
+    var refresh = function () {
+      if (!dirty) return;
+      dirty = false;
+      fetch(location.href, {credentials: 'same-origin'}).then(function (r) {
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        return r.text();
+      }).then(function (text) {
+        // Server-rendered with every value escaped; parsed inertly, then moved in.
+        var doc = new DOMParser().parseFromString(text, 'text/html');
+        var rows = doc.querySelector('#rollouts tbody');
+        if (rows) overview.tBodies[0].replaceWith(rows);
+        var fresh = doc.querySelector('.summary'), old = document.querySelector('.summary');
+        if (fresh && old) old.replaceWith(fresh);
+        told.textContent = 'Following: updated after event #' + seen + '.';
+      }).catch(function (err) { told.textContent = 'Could not update: ' + err.message; });
+    };
+    follow.addEventListener('click', function () {
+      if (feed) {
+        feed.close();
+        clearInterval(timer);
+        feed = null;
+        follow.setAttribute('aria-pressed', 'false');
+        told.textContent = 'Not following.';
+        return;
+      }
+      feed = new EventSource('/ui/events/stream?after=head');
+      feed.onmessage = function (msg) { seen = JSON.parse(msg.data).seq; dirty = true; };
+      feed.onopen = function () { told.textContent = 'Following new rollouts.'; };
+      timer = setInterval(refresh, 2000);
+      follow.setAttribute('aria-pressed', 'true');
+    });
+  }
+
   // The live tail: server-sent events into the table, pausable.
   var tail = document.getElementById('tail');
   if (!tail) return;

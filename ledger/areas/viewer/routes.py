@@ -368,8 +368,12 @@ async def events_stream(request: Request) -> Response:
     if not signin.signed_in(request):
         return Response("sign in first", status_code=401, media_type="text/plain")
     after_text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not (after_text.isascii() and after_text.isdigit()) or int(after_text) > MAX_SEQ:
-        return Response("after: expected a seq", status_code=400, media_type="text/plain")
+    # "head": from the newest event on (the overview's follow wants new events only).
+    from_head = after_text == "head"
+    if not from_head and (
+        not (after_text.isascii() and after_text.isdigit()) or int(after_text) > MAX_SEQ
+    ):
+        return Response("after: expected a seq or head", status_code=400, media_type="text/plain")
     store = get_ledger(request).store
     given = Counter(name for name, _ in request.query_params.multi_items())
     try:
@@ -378,7 +382,11 @@ async def events_stream(request: Request) -> Response:
         return Response(str(exc), status_code=400, media_type="text/plain")
 
     async def stream() -> AsyncIterator[str]:
-        after = int(after_text)
+        if from_head:
+            async with store.read() as conn:
+                after = await events_query.head_seq(conn)
+        else:
+            after = int(after_text)
         started = last_sent = time.monotonic()
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_LIFETIME_SECONDS:
