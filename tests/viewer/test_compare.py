@@ -171,6 +171,7 @@ async def test_a_long_pair_is_compared_one_window_at_a_time(client: httpx.AsyncC
         ("?task=a%00b", 400, "task: expected a task id"),
         ("?task=" + "t" * 501, 400, "task: expected a task id (at most 500"),
         ("?a=cmp-0&b=cmp-1&calls_from=-1", 400, "calls_from: expected a call index"),
+        ("?a=cmp-0&b=cmp-1&calls_from=1&calls_from=2", 400, "calls_from: given 2 times; give"),
         ("?a=cmp-0&b=cmp-1&calls_from=99999999999", 400, "calls_from: expected a call index"),
         ("?a=cmp-0&b=nope", 404, "b: no rollout &#x27;nope&#x27; in this ledger."),
         ("?a=nope&b=cmp-0", 404, "a: no rollout &#x27;nope&#x27; in this ledger."),

@@ -29,12 +29,12 @@ from ledger.areas.viewer.copy_field import copy_field
 from ledger.areas.viewer.divergence import turn_messages
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
+from ledger.areas.viewer.rollout_page import MAX_CALL_INDEX
 from ledger.areas.viewer.rollout_query import CALLS_PER_PAGE, Call
 from ledger.areas.viewer.transcript import Message
 from ledger.areas.viewer.transcript_page import Turn, message_html, transcript_url
 from ledger.gym.ids import TASK_ID_PATTERN, is_valid_rollout_id
 
-MAX_CALL_INDEX = 2**31 - 1
 MAX_TASK_LENGTH = 500
 _PARAMETERS = ("a", "b", "task", "calls_from")
 
@@ -62,10 +62,13 @@ def parse_compare(params: Mapping[str, str], repeated: Mapping[str, int]) -> Com
     given twice, malformed or contradictory is an ``InvalidCompareQuery`` naming it."""
     for name in _PARAMETERS:
         if repeated.get(name, 0) > 1:
-            raise InvalidCompareQuery(
-                f"{name}: given {repeated[name]} times; too many ids: compare takes one a and one"
-                " b (two rollouts), or one task (all its rollouts)"
+            what = (
+                "give it once"
+                if name == "calls_from"
+                else "too many ids: compare takes one a and one b (two rollouts), or one task"
+                " (all its rollouts)"
             )
+            raise InvalidCompareQuery(f"{name}: given {repeated[name]} times; {what}")
     a, b, task = (params.get(n) or None for n in ("a", "b", "task"))
     text = params.get("calls_from") or "0"
     if not (text.isascii() and text.isdigit()) or int(text) > MAX_CALL_INDEX:
