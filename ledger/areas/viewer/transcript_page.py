@@ -214,13 +214,17 @@ def thread_turns(data: TranscriptData) -> list[Turn]:
     replies: dict[str | None, list[Message]] = {}
     systems: dict[str | None, tuple[object, ...] | None] = {}
     turns = []
-    for cw in everything:
+    for n, cw in enumerate(everything):
         call, ex = cw.call, cw.exchange
         owner = owners.get(call.call_index)
         turn = Turn(cw, owner)
         current = input_items(call.dialect, ex.request)
         shared, turn.dropped = new_items(items.get(owner, []), current)
-        messages = [item_message(call.dialect, raw) for raw in current[shared:]]
+        # The call before the page is read for its items and reply only (what the page's
+        # first call continues): its whole history is not turned into messages.
+        context = n == 0 and data.before is not None
+        raw_new = [] if context else current[shared:]
+        messages = [item_message(call.dialect, raw) for raw in raw_new]
         echo = [m.key() for m in replies.get(owner, [])]
         while messages and echo and messages[0].key() in echo:
             echo.remove(messages[0].key())
