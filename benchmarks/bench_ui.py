@@ -17,6 +17,12 @@ copy before timing): 400 chat calls of one thread whose requests carry the whole
 far (so the 400th request holds 800 messages), each reply a text and a tool call whose result
 opens the next request. Its first page and its last (``calls_from=300``, the longest
 histories) are timed.
+
+The compare page is timed on ``long-talk`` and ``long-talk-b``, the same conversation but for
+the last reply: the first window (25 calls) agrees, so the scan reads all of it on both sides
+(the most one request reads), and the last window (``calls_from=375``, the longest histories)
+finds the difference at the 400th call; and the task view of both (each compared over its
+first 8 calls).
 """
 
 from __future__ import annotations
@@ -42,10 +48,13 @@ from ledger.log.store import LedgerStore
 from tests.support.server import ServerProcess
 
 DESCRIPTION = (
-    "viewer pages: overview at 100,000 rollouts, a 400-call rollout and its transcript;"
+    "viewer pages: overview at 100,000 rollouts, a 400-call rollout, its transcript and a"
+    " compare of two;"
     " /healthz baseline"
 )
 TALK = "long-talk"
+TALK_B = "long-talk-b"
+TALK_TASK = "bench/long-talk"
 
 LONG = "long-rollout"
 LONG_CALLS = 400
@@ -60,8 +69,9 @@ def _long_exchange(i: int) -> dict[str, Any]:
     return body
 
 
-def _talk(calls: int) -> list[dict[str, Any]]:
-    """A thread of ``calls`` chat calls, each request the whole history so far."""
+def _talk(calls: int, last_reply: str = "") -> list[dict[str, Any]]:
+    """A thread of ``calls`` chat calls, each request the whole history so far (the last
+    reply's text prefixed with ``last_reply``)."""
     history: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs. " * 20}]
     bodies = []
     for i in range(calls):
@@ -71,7 +81,8 @@ def _talk(calls: int) -> list[dict[str, Any]]:
             history.append({"role": "user", "content": "Fix the failing test. " * 10})
         reply = {
             "role": "assistant",
-            "content": f"Step {i}: looking at the next file. " * 4,
+            "content": (last_reply if i == calls - 1 else "")
+            + f"Step {i}: looking at the next file. " * 4,
             "tool_calls": [
                 {
                     "id": f"call-{i}",
@@ -90,11 +101,13 @@ def _talk(calls: int) -> list[dict[str, Any]]:
     return bodies
 
 
-def _post_talk(http: httpx.Client) -> None:
-    items = [{"rollout_id": TALK, "exchange": body} for body in _talk(LONG_CALLS)]
+def _post_talk(http: httpx.Client, rollout_id: str, last_reply: str = "") -> None:
+    items = [{"rollout_id": rollout_id, "exchange": body} for body in _talk(LONG_CALLS, last_reply)]
     for start in range(0, len(items), 50):
         reply = http.post("/v1/model-calls/batch", json={"items": items[start : start + 50]})
         reply.raise_for_status()
+    result = {"task_id": TALK_TASK, "resolved": not last_reply}
+    http.post(f"/v1/rollouts/{rollout_id}/result", json=result).raise_for_status()
 
 
 def _bundle() -> dict[str, Any]:
@@ -215,7 +228,8 @@ def main(argv: list[str]) -> None:
         try:
             with httpx.Client(base_url=server.base_url, timeout=120) as http:
                 cursor = _middle_cursor(http, rollouts)
-                _post_talk(http)
+                _post_talk(http, TALK)
+                _post_talk(http, TALK_B, last_reply="On second thought: ")
                 cases = [
                     ("baseline GET /healthz", "/healthz", False),
                     (
@@ -252,6 +266,21 @@ def main(argv: list[str]) -> None:
                         f"/ui/rollouts/{TALK}/transcript?calls_from=300",
                         False,
                     ),
+                    (
+                        f"/ui/compare {TALK} vs {TALK_B} (25 calls agree: all read)",
+                        f"/ui/compare?a={TALK}&b={TALK_B}",
+                        False,
+                    ),
+                    (
+                        "/ui/compare, calls_from=375 (differs at the 400th call)",
+                        f"/ui/compare?a={TALK}&b={TALK_B}&calls_from=375",
+                        False,
+                    ),
+                    (
+                        f"/ui/compare?task= ({TALK_TASK}: 2 rollouts of {LONG_CALLS} calls)",
+                        f"/ui/compare?task={TALK_TASK}",
+                        False,
+                    ),
                 ]
                 figures = []
                 for label, path, cold in cases:
@@ -268,4 +297,7 @@ def main(argv: list[str]) -> None:
     print(f"{rollouts:,} rollouts; sequential GETs over loopback (ms, client-observed)")
     for label, n, (p50, p99) in figures:
         print(f"  {label:58} p50 {p50:8.2f}   p99 {p99:8.2f}   (n={n})")
-    print("targets: overview p50 <= 50 ms, rollout page p50 <= 100 ms, transcript p50 <= 150 ms")
+    print(
+        "targets: overview p50 <= 50 ms, rollout page p50 <= 100 ms, transcript p50 <= 150 ms,"
+        " compare p50 <= 200 ms (its worst window: 25 calls of the longest histories a side)"
+    )

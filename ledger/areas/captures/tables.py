@@ -66,6 +66,8 @@ Index(
     capture_calls.c.model_call_id,
     unique=True,
 )
+# The row of a capture event (the viewer's live tail shows each capture's status).
+Index("ix_capture_calls_seq", capture_calls.c.seq)
 
 capture_state = Table(
     "capture_state",

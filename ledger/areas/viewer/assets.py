@@ -96,6 +96,22 @@ pre.json { margin:.3rem 0; padding:.5rem; background:#f7f7f9; border:1px solid v
 .j-key { color:#7a1f9c; } .j-str { color:#1d6b1d; } .j-num { color:#0b4f9c; }
 .j-lit { color:#8a3b00; font-weight:600; }
 .tail-controls { display:flex; gap:1rem; align-items:center; margin:.4rem 0 .8rem; }
+.copy-id { display:inline-flex; gap:.3rem; align-items:center; margin:.1rem 0; }
+.copy-id input.id-field { font:12px ui-monospace, SFMono-Regular, Menlo, monospace;
+  background:var(--panel); }
+.copy-id .copied { font-size:.8rem; color:var(--muted); }
+tr.differs > th, tr.differs > td { background:#fff8e5; }
+.tag.differs { color:var(--truncated); font-weight:600; }
+.compare-turns { display:grid; grid-template-columns:minmax(0,1fr) minmax(0,1fr); gap:.8rem; }
+.compare-side { border:1px solid var(--line); border-radius:6px; padding:.4rem .7rem;
+  min-width:0; }
+.compare-side h3 { font-size:1rem; margin:.1rem 0 .4rem; }
+.first-difference { border:2px dashed var(--truncated); border-radius:4px; padding:.1rem .4rem; }
+.diff-label { margin:0; font-size:.75rem; font-weight:700; color:var(--truncated);
+  text-transform:uppercase; }
+ul.attempts { display:flex; flex-wrap:wrap; gap:.2rem 1.4rem; list-style:none; padding:0; }
+#compare-calls th[scope=colgroup] { text-align:center; }
+@media (max-width: 700px) { .compare-turns { grid-template-columns:minmax(0,1fr); } }
 .tabs { display:flex; gap:.2rem; margin:.2rem 0 .8rem; border-bottom:1px solid var(--line); }
 .tabs a { padding:.3rem .8rem; border:1px solid var(--line); border-bottom:none;
   border-radius:4px 4px 0 0; text-decoration:none; background:var(--panel); }
@@ -166,6 +182,83 @@ JS = """
     });
   });
 
+  // Copy buttons: shown only with script (the read-only field beside is the fallback).
+  document.querySelectorAll('button.copy[data-copy]').forEach(function (button) {
+    var field = button.parentNode.querySelector('input.id-field');
+    var said = button.parentNode.querySelector('.copied');
+    button.hidden = false;
+    if (field) field.addEventListener('focus', function () { field.select(); });
+    function tell(text) { if (said) said.textContent = text; }
+    function bySelection() {
+      if (!field) { tell('Select the id to copy it.'); return; }
+      field.focus();
+      field.select();
+      tell(document.execCommand('copy') ? 'Copied.' : 'Selected: press Ctrl+C to copy.');
+    }
+    button.addEventListener('click', function () {
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(button.dataset.copy).then(function () {
+          tell('Copied.');
+        }, bySelection);
+      } else {
+        bySelection();
+      }
+    });
+  });
+
+  // The overview's first page can follow the run: on any new event it is fetched again (at
+  // most every 2 s, the same URL, so the same filters and sort) and its rows and summary
+  // replaced. Off until asked; without script the page is as it was rendered.
+  var overview = document.getElementById('rollouts');
+  if (overview && !/[?&]after=/.test(location.search)) {
+    var follow = document.createElement('button');
+    follow.type = 'button';
+    follow.id = 'follow-toggle';
+    follow.textContent = 'Follow new rollouts';
+    follow.setAttribute('aria-pressed', 'false');
+    var told = document.createElement('span');
+    told.id = 'follow-status';
+    told.setAttribute('role', 'status');
+    told.setAttribute('aria-live', 'polite');
+    var bar = document.createElement('div');
+    bar.className = 'tail-controls';
+    bar.append(follow, told);
+    var place = overview.closest('.table-wrap') || overview;
+    place.parentNode.insertBefore(bar, place);
+    var feed = null, timer = null, dirty = false, seen = 0;
+    var refresh = function () {
+      if (!dirty) return;
+      dirty = false;
+      fetch(location.href, {credentials: 'same-origin'}).then(function (r) {
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        return r.text();
+      }).then(function (text) {
+        // Server-rendered with every value escaped; parsed inertly, then moved in.
+        var doc = new DOMParser().parseFromString(text, 'text/html');
+        var rows = doc.querySelector('#rollouts tbody');
+        if (rows) overview.tBodies[0].replaceWith(rows);
+        var fresh = doc.querySelector('.summary'), old = document.querySelector('.summary');
+        if (fresh && old) old.replaceWith(fresh);
+        told.textContent = 'Following: updated after event #' + seen + '.';
+      }).catch(function (err) { told.textContent = 'Could not update: ' + err.message; });
+    };
+    follow.addEventListener('click', function () {
+      if (feed) {
+        feed.close();
+        clearInterval(timer);
+        feed = null;
+        follow.setAttribute('aria-pressed', 'false');
+        told.textContent = 'Not following.';
+        return;
+      }
+      feed = new EventSource('/ui/events/stream?after=head');
+      feed.onmessage = function (msg) { seen = JSON.parse(msg.data).seq; dirty = true; };
+      feed.onopen = function () { told.textContent = 'Following new rollouts.'; };
+      timer = setInterval(refresh, 2000);
+      follow.setAttribute('aria-pressed', 'true');
+    });
+  }
+
   // The live tail: server-sent events into the table, pausable.
   var tail = document.getElementById('tail');
   if (!tail) return;
@@ -188,6 +281,16 @@ JS = """
     cell(row, String(ev.seq), 'num');
     cell(row, ev.recorded_at);
     cell(row, ev.kind);
+    var statusCell = cell(row, '');
+    statusCell.dataset.col = 'status';
+    if (ev.status) {
+      var tag = document.createElement('span');
+      tag.className = ev.status.failed ? 'tag failed'
+        : ev.status.truncated ? 'tag truncated' : 'ok';
+      tag.textContent = (ev.status.failed ? '\u2715 ' : ev.status.truncated ? '\u25e9 ' : '')
+        + ev.status.text;
+      statusCell.appendChild(tag);
+    }
     var idCell = cell(row, '', 'id');
     if (ev.rollout_id) {
       var a = document.createElement('a');
@@ -201,7 +304,8 @@ JS = """
     while (body.rows.length > keep) body.deleteRow(body.rows.length - 1);
   }
   function start() {
-    source = new EventSource(tail.dataset.stream + '?after=' + after);
+    var stream = tail.dataset.stream;
+    source = new EventSource(stream + (stream.indexOf('?') < 0 ? '?' : '&') + 'after=' + after);
     source.onmessage = function (msg) {
       var ev = JSON.parse(msg.data);
       after = Math.max(after, ev.seq);

@@ -97,7 +97,7 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
     if direction not in ("asc", "desc"):
         raise InvalidOverviewQuery("dir: expected asc or desc")
     limit_text = params.get("limit") or "50"
-    if not limit_text.isdigit() or int(limit_text) not in PAGE_SIZES:
+    if not (limit_text.isascii() and limit_text.isdigit()) or int(limit_text) not in PAGE_SIZES:
         raise InvalidOverviewQuery(f"limit: expected one of {', '.join(map(str, PAGE_SIZES))}")
     after = params.get("after") or None
     return OverviewQuery(

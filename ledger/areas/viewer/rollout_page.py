@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.viewer.copy_field import copy_field
 from ledger.areas.viewer.health_words import unobserved_note, verdict_words
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
@@ -41,7 +42,7 @@ def _cursor(params: Mapping[str, str], name: str, ceiling: int, what: str) -> in
     text = params.get(name) or None
     if text is None:
         return None
-    if not text.isdigit() or int(text) > ceiling:
+    if not (text.isascii() and text.isdigit()) or int(text) > ceiling:
         raise InvalidRolloutQuery(f"{name}: expected {what} (a non-negative integer)")
     return int(text)
 
@@ -533,7 +534,10 @@ def finding_call_keys(judgement: Judgement | None, d: RolloutDetail) -> list[str
 
 
 def rollout_body(
-    d: RolloutDetail, judgement: Judgement | None = None, call_at: Mapping[str, int] | None = None
+    d: RolloutDetail,
+    judgement: Judgement | None = None,
+    call_at: Mapping[str, int] | None = None,
+    attempts: Html | None = None,
 ) -> Html:
     owners = call_owners(d.calls, d.invocations)
     health, by_call = _health(judgement, d, call_at or {})
@@ -569,7 +573,8 @@ def rollout_body(
         items=join(html("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in facts),
     )
     return html(
-        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{tabs}{card}{health}'
+        '<p><a href="/ui/">← Rollouts</a></p><h1>Rollout {id}</h1>{copy}{tabs}{card}{attempts}'
+        "{health}"
         '<h2 id="timeline">Timeline</h2><a class="skip-past" href="#calls-heading">Skip the'
         " timeline (one link per bar) to the model calls</a>"
         '<div class="legend" aria-hidden="true"><span><i'
@@ -585,6 +590,8 @@ def rollout_body(
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
+        copy=copy_field(d.rollout_id, "rollout id"),
+        attempts=attempts or "",
         tabs=tabs(d.rollout_id, "details", d.at.calls_from),
         card=card,
         health=health,

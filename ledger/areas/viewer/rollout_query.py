@@ -274,18 +274,18 @@ CALL_COLUMNS = (
 
 
 # The SQL twins of ``Call.failed`` and ``Call.truncated`` (never NULL, so that they count).
-_FAILED = or_(
+FAILED = or_(
     capture_calls.c.damaged,
     capture_calls.c.error_category.is_not(None),
     func.coalesce(capture_calls.c.status_code, 0) >= 400,
 )
-_TRUNCATED = or_(
+TRUNCATED = or_(
     func.coalesce(capture_calls.c.finish_reason, "").in_(TRUNCATING_FINISH),
     func.coalesce(capture_calls.c.response_status, "") == "incomplete",
 )
 
 
-def _count_of(condition: ColumnElement[bool]) -> ColumnElement[int]:
+def count_of(condition: ColumnElement[bool]) -> ColumnElement[int]:
     return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
 
 
@@ -317,7 +317,7 @@ def _read_calls(conn: Connection, detail: RolloutDetail, at: PageAt) -> None:
     )
     detail.calls_previous = conn.execute(select(func.min(before.c.call_index))).scalar()
     counts = conn.execute(
-        select(func.count(), _count_of(_FAILED), _count_of(and_(_TRUNCATED, not_(_FAILED))))
+        select(func.count(), count_of(FAILED), count_of(and_(TRUNCATED, not_(FAILED))))
         .select_from(capture_calls)
         .where(mine)
     ).one()

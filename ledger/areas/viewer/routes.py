@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from functools import partial
@@ -13,11 +14,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
 from ledger.areas.viewer import (
+    compare_query,
     events_query,
     overview_query,
     rollout_query,
@@ -26,7 +28,20 @@ from ledger.areas.viewer import (
     verdicts,
 )
 from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
-from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
+from ledger.areas.viewer.compare_page import (
+    attempts_html,
+    empty_body,
+    pair_body,
+    parse_compare,
+    task_body,
+)
+from ledger.areas.viewer.events_page import (
+    SHOWN,
+    InvalidTailQuery,
+    event_json,
+    events_body,
+    parse_tail,
+)
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
@@ -41,6 +56,7 @@ from ledger.areas.viewer.summary_cache import SummaryCache
 from ledger.areas.viewer.transcript_page import transcript_body
 from ledger.areas.viewer.verdicts import Judgement
 from ledger.gym.ids import is_valid_rollout_id
+from ledger.log.tables import rollouts
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -209,20 +225,75 @@ async def rollout(request: Request, rollout_id: str) -> Response:
 
     def read(
         conn: Connection,
-    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, int]]:
+    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, int], list[str]]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
-        if detail is None or judge is None:
-            return detail, None, {}
+        if detail is None:
+            return None, None, {}, []
+        others = compare_query.read_attempts(conn, rollout_id, detail.task_id)
+        if judge is None:
+            return detail, None, {}, others
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
         judgement = found.get(rollout_id)
         elsewhere = finding_call_keys(judgement, detail)
         call_at = rollout_query.call_indexes(conn, rollout_id, detail.generation, elsewhere)
-        return detail, judgement, call_at
+        return detail, judgement, call_at, others
 
-    detail, judgement, call_at = await get_ledger(request).store.read_sync(read)
+    detail, judgement, call_at, others = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
-    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, call_at))
+    attempts = attempts_html(rollout_id, detail.task_id, others)
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, call_at, attempts))
+
+
+@router.get("/compare")
+async def compare(request: Request) -> Response:
+    if not signin.signed_in(request):
+        return signin.to_sign_in(request)
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        wanted = parse_compare(request.query_params, given)
+    except compare_query.InvalidCompareQuery as exc:
+        return problem(400, str(exc))
+    judge = verdicts.health_rules()
+    cache = verdicts.JudgementCache.of(request.app.state)
+
+    def verdicts_of(
+        conn: Connection, summaries: list[compare_query.RolloutSummary]
+    ) -> dict[str, str]:
+        if judge is None:
+            return {}
+        keys = [(s.rollout_id, s.last_seq) for s in summaries]
+        found = verdicts.judge_rollouts(conn, judge, keys, cache)
+        return {rollout_id: j.verdict for rollout_id, j in found.items()}
+
+    def read(conn: Connection) -> Response:
+        if wanted.task is not None:
+            view = compare_query.read_task(conn, wanted.task)
+            if view is None:
+                return problem(404, f"No rollout reported the task {wanted.task[:200]!r}.")
+            judged = verdicts_of(conn, [r.summary for r in view.rollouts])
+            return page(f"Task {wanted.task[:200]}", task_body(view, judged))
+        if wanted.a is None or wanted.b is None:
+            return page("Compare rollouts", empty_body())
+        a = compare_query.read_summary(conn, wanted.a)
+        b = compare_query.read_summary(conn, wanted.b)
+        for name, value, found in (("a", wanted.a, a), ("b", wanted.b, b)):
+            if found is None:
+                return problem(404, f"{name}: no rollout {value!r} in this ledger.")
+        assert a is not None and b is not None
+        start, window = wanted.calls_from, compare_query.COMPARE_CALLS
+        body = pair_body(
+            a,
+            b,
+            verdicts_of(conn, [a, b]),
+            compare_query.scan(conn, a, b, start, compare_query.COMPARE_SCAN),
+            compare_query.read_calls(conn, a, start, window),
+            compare_query.read_calls(conn, b, start, window),
+            start,
+        )
+        return page(f"Compare {a.rollout_id} and {b.rollout_id}", body)
+
+    return await get_ledger(request).store.read_sync(read)
 
 
 @router.get("/rollouts/{rollout_id}/transcript")
@@ -253,7 +324,7 @@ async def call_payload(request: Request, rollout_id: str, call_index: str) -> Re
         )
     if not is_valid_rollout_id(rollout_id):
         return problem(400, f"Invalid rollout id: {rollout_id[:200]!r}")
-    if not call_index.isdigit() or int(call_index) > MAX_CALL_INDEX:
+    if not (call_index.isascii() and call_index.isdigit()) or int(call_index) > MAX_CALL_INDEX:
         return problem(400, "call index: expected a non-negative integer")
     index = int(call_index)
     found = await get_ledger(request).store.read_sync(
@@ -289,9 +360,25 @@ async def call_payload(request: Request, rollout_id: str, call_index: str) -> Re
 async def events_page(request: Request) -> Response:
     if not signin.signed_in(request):
         return signin.to_sign_in(request)
-    async with get_ledger(request).store.read() as conn:
-        newest, head = await events_query.newest_events(conn, SHOWN)
-    return page("Live events", events_body(newest, head), current="events")
+    store = get_ledger(request).store
+    kinds = store.catalogue.kinds
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        flt = parse_tail(request.query_params, given, kinds)
+    except InvalidTailQuery as exc:
+        return problem(400, str(exc))
+    async with store.read() as conn:
+        if flt.rollout_id is not None and not await _known(conn, flt.rollout_id):
+            return problem(404, f"rollout: no rollout {flt.rollout_id!r} in this ledger.")
+        newest, head = await events_query.newest_events(conn, SHOWN, flt)
+    return page("Live events", events_body(newest, head, flt, kinds), current="events")
+
+
+async def _known(conn: AsyncConnection, rollout_id: str) -> bool:
+    found = await conn.execute(
+        select(rollouts.c.rollout_id).where(rollouts.c.rollout_id == rollout_id)
+    )
+    return found.first() is not None
 
 
 @router.get("/events/stream")
@@ -299,22 +386,37 @@ async def events_stream(request: Request) -> Response:
     if not signin.signed_in(request):
         return Response("sign in first", status_code=401, media_type="text/plain")
     after_text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not after_text.isdigit() or int(after_text) > MAX_SEQ:
-        return Response("after: expected a seq", status_code=400, media_type="text/plain")
+    # "head": from the newest event on (the overview's follow wants new events only).
+    from_head = after_text == "head"
+    if not from_head and (
+        not (after_text.isascii() and after_text.isdigit()) or int(after_text) > MAX_SEQ
+    ):
+        return Response("after: expected a seq or head", status_code=400, media_type="text/plain")
     store = get_ledger(request).store
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    try:
+        flt = parse_tail(request.query_params, given, store.catalogue.kinds)
+    except InvalidTailQuery as exc:
+        return Response(str(exc), status_code=400, media_type="text/plain")
 
     async def stream() -> AsyncIterator[str]:
-        after = int(after_text)
+        if from_head:
+            async with store.read() as conn:
+                after = await events_query.head_seq(conn)
+        else:
+            after = int(after_text)
         started = last_sent = time.monotonic()
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_LIFETIME_SECONDS:
             if await request.is_disconnected():
                 return
             async with store.read() as conn:
-                found = await events_query.events_after(conn, after, STREAM_BATCH)
+                # The head first: events up to it that the filter leaves out are passed over.
+                head = await events_query.head_seq(conn)
+                found = await events_query.events_after(conn, after, STREAM_BATCH, flt, head)
             for event in found:
-                after = event.seq
                 yield f"id: {event.seq}\ndata: {event_json(event)}\n\n"
+            after = found[-1].seq if len(found) == STREAM_BATCH else max(after, head)
             now = time.monotonic()
             if found:
                 last_sent = now

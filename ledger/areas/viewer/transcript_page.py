@@ -194,7 +194,7 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} ms"
 
 
-class _Turn:
+class Turn:
     def __init__(self, item: CallWithPayload, owner: str | None) -> None:
         self.item = item
         self.owner = owner
@@ -204,21 +204,27 @@ class _Turn:
         self.echoed = 0
 
 
-def _turns(data: TranscriptData) -> list[_Turn]:
-    """Each call's new input items and reply, per invocation thread (see the module doc)."""
+def thread_turns(data: TranscriptData) -> list[Turn]:
+    """Each call's new input items and reply, per invocation thread (see the module doc), the
+    call before the page first when there is one; tool results not yet moved to their calls
+    (what the compare page compares: a result's place then does not depend on the page)."""
     everything = ([data.before] if data.before else []) + data.calls
     owners = call_owners([c.call for c in everything], data.invocations)
     items: dict[str | None, list[Any]] = {}
     replies: dict[str | None, list[Message]] = {}
     systems: dict[str | None, tuple[object, ...] | None] = {}
     turns = []
-    for cw in everything:
+    for n, cw in enumerate(everything):
         call, ex = cw.call, cw.exchange
         owner = owners.get(call.call_index)
-        turn = _Turn(cw, owner)
+        turn = Turn(cw, owner)
         current = input_items(call.dialect, ex.request)
         shared, turn.dropped = new_items(items.get(owner, []), current)
-        messages = [item_message(call.dialect, raw) for raw in current[shared:]]
+        # The call before the page is read for its items and reply only (what the page's
+        # first call continues): its whole history is not turned into messages.
+        context = n == 0 and data.before is not None
+        raw_new = [] if context else current[shared:]
+        messages = [item_message(call.dialect, raw) for raw in raw_new]
         echo = [m.key() for m in replies.get(owner, [])]
         while messages and echo and messages[0].key() in echo:
             echo.remove(messages[0].key())
@@ -233,6 +239,12 @@ def _turns(data: TranscriptData) -> list[_Turn]:
         turn.outputs = output_messages(call.dialect, ex.response)
         items[owner], replies[owner] = current, turn.outputs
         turns.append(turn)
+    return turns
+
+
+def _turns(data: TranscriptData) -> list[Turn]:
+    """The page's turns, each tool result beside the call it answers."""
+    turns = thread_turns(data)
     groups: list[list[Message]] = []
     for turn in turns:
         groups.extend([turn.inputs, turn.outputs])
@@ -242,7 +254,7 @@ def _turns(data: TranscriptData) -> list[_Turn]:
     return turns[1:] if data.before else turns
 
 
-def _turn_html(data: TranscriptData, turn: _Turn) -> Html:
+def _turn_html(data: TranscriptData, turn: Turn) -> Html:
     call, ex = turn.item.call, turn.item.exchange
     i = call.call_index
     payload = f"{rollout_url(data.rollout_id)}/calls/{i}/payload"

@@ -108,6 +108,48 @@ def _producer(data: TranscriptData, bundle: str | None, result: str | None) -> N
     data.turns = turns[:PRODUCER_ITEMS]
 
 
+def read_calls_with_payload(
+    conn: Connection,
+    rollout_id: str,
+    generation: int,
+    calls_from: int,
+    limit: int,
+    *,
+    with_before: bool = True,
+) -> tuple[list[CallWithPayload], CallWithPayload | None]:
+    """Up to ``limit`` calls from ``calls_from`` with their payloads, and (``with_before``) the
+    call before them, what the first one's request continues; by the primary key."""
+    mine = and_(capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == generation)
+    with_payload = (
+        select(*CALL_COLUMNS, events.c.payload)
+        .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
+        .where(mine)
+    )
+    found = conn.execute(
+        with_payload.where(capture_calls.c.call_index >= calls_from)
+        .order_by(capture_calls.c.call_index)
+        .limit(limit)
+    ).all()
+    before = (
+        conn.execute(
+            with_payload.where(capture_calls.c.call_index < calls_from)
+            .order_by(capture_calls.c.call_index.desc())
+            .limit(1)
+        ).first()
+        if with_before
+        else None
+    )
+    # One parser, the call before first: each request usually continues the one before it, and
+    # the parser reuses the history they share (shared_history.py).
+    parser = HistoryParser()
+    earlier = (
+        None
+        if before is None
+        else CallWithPayload(Call(*before[:-1]), _exchange(before[-1], parser))
+    )
+    return [CallWithPayload(Call(*r[:-1]), _exchange(r[-1], parser)) for r in found], earlier
+
+
 def read_transcript(
     conn: Connection, rollout_id: str, calls_from: int | None
 ) -> TranscriptData | None:
@@ -120,21 +162,19 @@ def read_transcript(
     mine = and_(
         capture_calls.c.rollout_id == rollout_id, capture_calls.c.generation == row.generation
     )
-    with_payload = (
-        select(*CALL_COLUMNS, events.c.payload)
-        .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
-        .where(mine)
+    data.calls, before = read_calls_with_payload(
+        conn, rollout_id, row.generation, data.calls_from, CALLS_PER_PAGE
     )
-    # The call before the page first: the page's first request usually continues it, and the
-    # parser reuses the history they share (shared_history.py).
-    parser = HistoryParser()
-    before = conn.execute(
-        with_payload.where(capture_calls.c.call_index < data.calls_from)
-        .order_by(capture_calls.c.call_index.desc())
-        .limit(1)
-    ).first()
+    if data.calls:
+        # The call after the page only says there is a next page: its payload is not read.
+        data.calls_next = conn.execute(
+            select(capture_calls.c.call_index)
+            .where(mine, capture_calls.c.call_index > data.calls[-1].call.call_index)
+            .order_by(capture_calls.c.call_index)
+            .limit(1)
+        ).scalar()
     if before is not None:
-        data.before = CallWithPayload(Call(*before[:-1]), _exchange(before[-1], parser))
+        data.before = before
         earlier = (
             select(capture_calls.c.call_index)
             .where(mine, capture_calls.c.call_index < data.calls_from)
@@ -143,17 +183,6 @@ def read_transcript(
             .subquery()
         )
         data.calls_previous = conn.execute(select(func.min(earlier.c.call_index))).scalar()
-    found = conn.execute(
-        with_payload.where(capture_calls.c.call_index >= data.calls_from)
-        .order_by(capture_calls.c.call_index)
-        .limit(CALLS_PER_PAGE + 1)
-    ).all()
-    # The call after the page only says there is a next page: its payload is not parsed.
-    data.calls = [
-        CallWithPayload(Call(*r[:-1]), _exchange(r[-1], parser)) for r in found[:CALLS_PER_PAGE]
-    ]
-    if len(found) > CALLS_PER_PAGE:
-        data.calls_next = Call(*found[CALLS_PER_PAGE][:-1]).call_index
     data.call_count = int(
         conn.execute(select(func.count()).select_from(capture_calls).where(mine)).scalar() or 0
     )
