@@ -1,5 +1,5 @@
-"""SQL of the evidence area: one rollout's calls, and figures per rollout for the coverage of
-a selection and the counts of ``/metrics``.
+"""SQL of the evidence area: one rollout's calls, figures per rollout for the coverage of a
+selection and the counts of ``/metrics``, and the condition the viewer's overview filters by.
 
 A call's pending-or-missing is decided against ``Window.cutoff`` (bound as a value of
 ``admitted_at``'s own type, so SQLite compares its stored text the way it wrote it).
@@ -8,11 +8,19 @@ A call's pending-or-missing is decided against ``Window.cutoff`` (bound as a val
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, and_, bindparam, case, func, select
+from sqlalchemy import ColumnElement, Connection, Integer, and_, bindparam, case, func, select
 
-from ledger.areas.evidence.findings import CallEvidence, Coverage, Window
+from ledger.areas.evidence.findings import (
+    CAPTURE_MISSING,
+    CAPTURE_PENDING,
+    LINEAGE_ROW_MISSING,
+    CallEvidence,
+    Coverage,
+    Window,
+)
 from ledger.areas.evidence.tables import evidence_calls as ce
 from ledger.areas.health.selection import Selection, superseded_attempts
 from ledger.areas.observations.tables import observation_records
@@ -138,3 +146,41 @@ def rollout_figures(
         superseded = superseded_attempts(f.rollout_id for f in figures)
         figures = [f for f in figures if f.rollout_id not in superseded]
     return figures
+
+
+def rollout_has_finding(kind: str, cutoff: datetime) -> ColumnElement[bool]:
+    """A condition on ``rollouts`` (correlated, for a ``WHERE``): the rollout's current
+    generation has a call named ``kind`` (findings.finding_of in SQL) against ``cutoff`` (the
+    window's: calls admitted after it are still pending)."""
+    admitted = ce.c.row_seq.is_not(None) | ce.c.intent_seq.is_not(None)
+    uncaptured = admitted & ce.c.capture_seq.is_(None)
+    bound = bindparam(None, cutoff, type_=ce.c.admitted_at.type)
+    pending = uncaptured & (rollouts.c.state == "live") & (ce.c.admitted_at > bound)
+    if kind == CAPTURE_PENDING:
+        condition = pending
+    elif kind == CAPTURE_MISSING:
+        condition = uncaptured & ~pending
+    elif kind == LINEAGE_ROW_MISSING:
+        other = ce.alias("rows_of_rollout")
+        has_rows = (
+            select(other.c.model_call_id)
+            .where(
+                other.c.rollout_id == ce.c.rollout_id,
+                other.c.generation == ce.c.generation,
+                other.c.row_seq.is_not(None),
+            )
+            .exists()
+        )
+        condition = ce.c.capture_seq.is_not(None) & ce.c.row_seq.is_(None) & has_rows
+    else:
+        raise ValueError(f"not a finding of call evidence: {kind!r}")
+    return (
+        select(ce.c.model_call_id)
+        .where(
+            ce.c.rollout_id == rollouts.c.rollout_id,
+            ce.c.generation == rollouts.c.generation,
+            condition,
+        )
+        .correlate(rollouts)
+        .exists()
+    )

@@ -67,6 +67,9 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
     resolved = params.get("resolved") or None
     if resolved not in (None, "yes", "no", "unknown"):
         raise InvalidOverviewQuery("resolved: expected yes, no or unknown")
+    evidence = params.get("evidence") or None
+    if evidence not in (None, "missing", "pending"):
+        raise InvalidOverviewQuery("evidence: expected missing or pending")
     verdict = params.get("verdict") or None
     if verdict is not None and len(verdict) > 40:
         raise InvalidOverviewQuery("verdict: too long")
@@ -89,6 +92,7 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
             task=task,
             task_has=task_has,
             resolved=resolved,
+            evidence=evidence,
         ),
         sort=sort,
         direction=direction,  # type: ignore[arg-type]
@@ -107,6 +111,7 @@ def _filter_params(q: OverviewQuery) -> dict[str, object]:
         "task": f.task,
         "task_has": f.task_has,
         "resolved": f.resolved,
+        "evidence": f.evidence,
     }
 
 
@@ -142,6 +147,7 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
         '<label>State<select name="state">{states}</select></label>'
         '<label>Verdict<select name="verdict"{vdis}>{verdicts}</select></label>'
         '<label>Gaps<select name="gaps">{gaps}</select></label>'
+        '<label>Call evidence<select name="evidence">{evidence}</select></label>'
         '<label>Per page<select name="limit">{limits}</select></label>'
         '<input type="hidden" name="sort" value="{sort}"><input type="hidden" name="dir"'
         ' value="{dir}">'
@@ -169,6 +175,10 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
                 _option("yes", "with gaps", gaps),
                 _option("no", "without gaps", gaps),
             ]
+        ),
+        evidence=join(
+            _option(v, label, f.evidence)
+            for v, label in (("", "any"), ("missing", "missing"), ("pending", "pending"))
         ),
         limits=join(_option(str(n), str(n), str(q.limit)) for n in PAGE_SIZES),
         sort=q.sort,

@@ -28,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_state
+from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
+from ledger.areas.evidence.queries import rollout_has_finding
 from ledger.areas.observations.tables import observation_records
 from ledger.areas.viewer.natural_sort import natural_key
 from ledger.gym.ids import split_transport_rollout_id
@@ -99,6 +101,11 @@ class OverviewFilter:
     task: str | None = None
     task_has: str | None = None
     resolved: str | None = None
+    # "missing": a call of the rollout is named missing (its capture, or its lineage row);
+    # "pending": a call is still within the grace window. Named against ``evidence_cutoff``,
+    # which the route sets from the clock (docs/gym.md, "What the ledger reconciles").
+    evidence: str | None = None
+    evidence_cutoff: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,16 @@ def _where(flt: OverviewFilter) -> list[ColumnElement[bool]]:
         conditions.append(observation_records.c.resolved.is_(False))
     elif flt.resolved == "unknown":
         conditions.append(observation_records.c.resolved.is_(None))
+    if flt.evidence is not None:
+        if flt.evidence_cutoff is None:
+            raise ValueError("an evidence filter needs the window's cutoff")
+        if flt.evidence == "missing":
+            conditions.append(
+                rollout_has_finding(CAPTURE_MISSING, flt.evidence_cutoff)
+                | rollout_has_finding(LINEAGE_ROW_MISSING, flt.evidence_cutoff)
+            )
+        else:
+            conditions.append(rollout_has_finding(CAPTURE_PENDING, flt.evidence_cutoff))
     return conditions
 
 

@@ -1,5 +1,5 @@
 """``/ui/rollouts/{id}``: one rollout (timeline, calls, tools, invocation tree with its gaps,
-manifest and fence, events). Request and response bodies are loaded on demand.
+call evidence, manifest and fence, events). Request and response bodies are loaded on demand.
 
 The calls and the events are paged (``?calls_from=<call index>&events_before=<seq>``, plain
 links, no script needed); the facts card counts the whole rollout."""
@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.viewer.evidence_section import evidence_section
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
 from ledger.areas.viewer.rollout_query import (
@@ -483,7 +484,11 @@ def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[s
     return body, by_call
 
 
-def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
+def rollout_body(
+    d: RolloutDetail,
+    judgement: Judgement | None = None,
+    evidence: dict[str, Any] | None = None,
+) -> Html:
     owners = call_owners(d.calls, d.invocations)
     health, by_call = _health(judgement, d)
     findings: dict[str | None, list[Html]] = {}
@@ -528,6 +533,7 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
         '<h2 id="calls-heading">Model calls</h2>{calls}'
         '<h2 id="tools-heading">Tool calls</h2>{tools_note}{tools}'
         '<h2 id="tree-heading">Invocations and gaps</h2>{tree}{loose}'
+        "{evidence}"
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
@@ -556,6 +562,7 @@ def rollout_body(d: RolloutDetail, judgement: Judgement | None = None) -> Html:
             if loose
             else Html("")
         ),
+        evidence=evidence_section(d.rollout_id, evidence),
         manifest=_manifest(d),
         events=_events(d),
     )

@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,9 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
+from ledger.areas.evidence.findings import Window
+from ledger.areas.evidence.queries import rollout_evidence
+from ledger.areas.evidence.service import evidence_document
 from ledger.areas.viewer import (
     events_query,
     overview_query,
@@ -107,6 +111,9 @@ async def overview(request: Request) -> Response:
     if wanted is not None and wanted not in verdicts.VERDICTS:
         return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
     ledger = get_ledger(request)
+    if query.filter.evidence is not None:
+        cutoff = evidence_window(request).cutoff
+        query = replace(query, filter=replace(query.filter, evidence_cutoff=cutoff))
     cache = SummaryCache.of(request.app.state)
     judgements = verdicts.JudgementCache.of(request.app.state)
     # The summary is SQL over the selection; the verdict filter is applied to pages only.
@@ -191,18 +198,30 @@ async def rollout(request: Request, rollout_id: str) -> Response:
         return problem(400, str(exc))
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
+    window = evidence_window(request)
 
-    def read(conn: Connection) -> tuple[rollout_query.RolloutDetail | None, Judgement | None]:
+    def read(
+        conn: Connection,
+    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, Any] | None]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
-        if detail is None or judge is None:
-            return detail, None
+        if detail is None:
+            return None, None, None
+        evidence = rollout_evidence(conn, rollout_id)
+        document = None if evidence is None else evidence_document(evidence, window)
+        if judge is None:
+            return detail, None, document
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
-        return detail, found.get(rollout_id)
+        return detail, found.get(rollout_id), document
 
-    detail, judgement = await get_ledger(request).store.read_sync(read)
+    detail, judgement, evidence = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
-    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement))
+    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, evidence))
+
+
+def evidence_window(request: Request) -> Window:
+    """The clock the call evidence is named against (``LEDGER_CAPTURE_GRACE_S``)."""
+    return Window(datetime.now(UTC), get_ledger(request).settings.capture_grace_s)
 
 
 @router.get("/rollouts/{rollout_id}/transcript")
