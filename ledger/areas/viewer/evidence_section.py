@@ -1,16 +1,16 @@
 """The rollout page's "Call evidence" section: each call of the generation with the seq of its
 lineage row, its intent and its capture, and what the ledger names (missing, pending, lineage
-row missing), from the evidence area's document (``GET /v1/rollouts/{id}/call-evidence``).
+row missing), as ``GET /v1/rollouts/{id}/call-evidence`` names them.
 
-The calls the ledger names come first; a rollout with more calls than ``EVIDENCE_SHOWN`` links
-to the JSON route for the rest."""
+The evidence area reads the coverage and the first ``EVIDENCE_SHOWN`` calls, named ones first
+(evidence/page_query.py); a rollout with more calls links to the JSON route for the rest."""
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
+from ledger.areas.evidence.page_query import EvidencePage
 from ledger.areas.viewer.markup import Html, html, join, number
 
 EVIDENCE_SHOWN = 200
@@ -35,10 +35,10 @@ def _named(finding: str | None) -> Html:
     return html('<span class="tag {cls}">{words}</span>', cls=cls, words=words)
 
 
-def _coverage(document: dict[str, Any]) -> Html:
-    c = document["coverage"]
+def _coverage(evidence: EvidencePage) -> Html:
+    c = evidence.coverage
     note = Html("")
-    if c["admitted"] and not c["captured"]:
+    if c.admitted and not c.captured:
         note = Html(
             ' <span class="muted">Nothing was captured: with observability off (Gym\'s training'
             " default) that is expected.</span>"
@@ -47,20 +47,20 @@ def _coverage(document: dict[str, Any]) -> Html:
         '<p id="evidence-coverage">{admitted} admitted, {captured} captured,'
         ' <span class="{mcls}">{missing} missing</span>, {pending} pending,'
         " {without} captures without a lineage row (grace window {grace} s).{note}</p>",
-        admitted=number(c["admitted"]),
-        captured=number(c["captured"]),
-        mcls="failed" if c["missing"] else "",
-        missing=number(c["missing"]),
-        pending=number(c["pending"]),
-        without=number(c["captures_without_row"]),
-        grace=f"{document['grace_s']:g}",
+        admitted=number(c.admitted),
+        captured=number(c.captured),
+        mcls="failed" if c.missing else "",
+        missing=number(c.missing),
+        pending=number(c.pending),
+        without=number(c.captures_without_row),
+        grace=f"{evidence.grace_s:g}",
         note=note,
     )
 
 
-def evidence_section(rollout_id: str, document: dict[str, Any] | None) -> Html:
+def evidence_section(evidence: EvidencePage | None) -> Html:
     heading = Html('<h2 id="evidence-heading">Call evidence</h2>')
-    if document is None or not document["calls"]:
+    if evidence is None or not evidence.calls:
         return join(
             [
                 heading,
@@ -70,28 +70,26 @@ def evidence_section(rollout_id: str, document: dict[str, Any] | None) -> Html:
                 ),
             ]
         )
-    calls = sorted(document["calls"], key=lambda call: call["finding"] is None)
-    shown = calls[:EVIDENCE_SHOWN]
     more = Html("")
-    if len(calls) > len(shown):
+    if evidence.calls_total > len(evidence.calls):
         more = html(
             '<p class="muted">The first {n} of {total} calls are shown (named ones first); all'
             ' of them: <a href="/v1/rollouts/{id}/call-evidence">the call evidence</a>.</p>',
-            n=len(shown),
-            total=number(len(calls)),
-            id=quote(rollout_id, safe=""),
+            n=len(evidence.calls),
+            total=number(evidence.calls_total),
+            id=quote(evidence.rollout_id, safe=""),
         )
     rows = join(
         html(
             '<tr data-call-id="{id}"><td class="id">{id}</td><td>{row}</td><td>{intent}</td>'
             "<td>{capture}</td><td>{named}</td></tr>",
-            id=call["model_call_id"],
-            row=_seq(call["row_seq"], call["row_kind"] or ""),
-            intent=_seq(call["intent_seq"]),
-            capture=_seq(call["capture_seq"]),
-            named=_named(call["finding"]),
+            id=named.call.model_call_id,
+            row=_seq(named.call.row_seq, named.call.row_kind or ""),
+            intent=_seq(named.call.intent_seq),
+            capture=_seq(named.call.capture_seq),
+            named=_named(named.finding),
         )
-        for call in shown
+        for named in evidence.calls
     )
     table = html(
         '<div class="table-wrap"><table id="call-evidence"><thead><tr>'
@@ -100,4 +98,4 @@ def evidence_section(rollout_id: str, document: dict[str, Any] | None) -> Html:
         "</tr></thead><tbody>{rows}</tbody></table></div>",
         rows=rows,
     )
-    return join([heading, _coverage(document), more, table])
+    return join([heading, _coverage(evidence), more, table])

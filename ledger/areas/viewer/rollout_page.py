@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.evidence.page_query import EvidencePage
 from ledger.areas.viewer.evidence_section import evidence_section
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
@@ -487,7 +488,7 @@ def _health(judgement: Judgement | None, d: RolloutDetail) -> tuple[Html, dict[s
 def rollout_body(
     d: RolloutDetail,
     judgement: Judgement | None = None,
-    evidence: dict[str, Any] | None = None,
+    evidence: EvidencePage | None = None,
 ) -> Html:
     owners = call_owners(d.calls, d.invocations)
     health, by_call = _health(judgement, d)
@@ -562,7 +563,7 @@ def rollout_body(
             if loose
             else Html("")
         ),
-        evidence=evidence_section(d.rollout_id, evidence),
+        evidence=evidence_section(evidence),
         manifest=_manifest(d),
         events=_events(d),
     )

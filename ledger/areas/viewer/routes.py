@@ -19,8 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
 from ledger.areas.evidence.findings import Window
-from ledger.areas.evidence.queries import rollout_evidence
-from ledger.areas.evidence.service import evidence_document
+from ledger.areas.evidence.page_query import EvidencePage, rollout_evidence_page
 from ledger.areas.viewer import (
     events_query,
     overview_query,
@@ -31,6 +30,7 @@ from ledger.areas.viewer import (
 )
 from ledger.areas.viewer.assets import CSS, ICON, JS, fingerprint
 from ledger.areas.viewer.events_page import SHOWN, event_json, events_body
+from ledger.areas.viewer.evidence_section import EVIDENCE_SHOWN
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
@@ -202,16 +202,15 @@ async def rollout(request: Request, rollout_id: str) -> Response:
 
     def read(
         conn: Connection,
-    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, Any] | None]:
+    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, EvidencePage | None]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
         if detail is None:
             return None, None, None
-        evidence = rollout_evidence(conn, rollout_id)
-        document = None if evidence is None else evidence_document(evidence, window)
+        evidence = rollout_evidence_page(conn, rollout_id, window, EVIDENCE_SHOWN)
         if judge is None:
-            return detail, None, document
+            return detail, None, evidence
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
-        return detail, found.get(rollout_id), document
+        return detail, found.get(rollout_id), evidence
 
     detail, judgement, evidence = await get_ledger(request).store.read_sync(read)
     if detail is None:
