@@ -61,6 +61,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             # Live, within the window: the uncaptured call is pending.
             admit(http, "ev-pending", ["p-1", "p-2"])
             capture(http, "ev-pending", ["p-1"])
+            # Captures only (the capture proxy, no plug-in): nothing to reconcile them with.
+            capture(http, "ev-proxy", ["x-1"])
             token = data.control_token(root / "data")
             data.retire(http, token, ["ev-complete", "ev-missing", "ev-off"])
         yield started
@@ -131,13 +133,15 @@ def test_the_rollout_page_names_each_calls_evidence(
     page.goto(f"{server.base_url}/ui/rollouts/ev-off")
     expect(page.locator("#evidence-coverage")).to_contain_text("Nothing was captured")
     assert set(_named(page).values()) == {"capture missing"}
+    page.goto(f"{server.base_url}/ui/rollouts/ev-proxy")
+    assert _named(page) == {"x-1": "nothing named"}
 
 
 def test_the_overview_filters_rollouts_with_missing_evidence(
     server: ServerProcess, page: Page
 ) -> None:
     page.goto(f"{server.base_url}/ui/")
-    assert _ids(page) == ["ev-complete", "ev-missing", "ev-off", "ev-pending"]
+    assert _ids(page) == ["ev-complete", "ev-missing", "ev-off", "ev-pending", "ev-proxy"]
     page.select_option('select[name="evidence"]', "missing")
     page.click('form.filters button[type="submit"]')
     assert _ids(page) == ["ev-missing", "ev-off"]

@@ -7,11 +7,23 @@ A call's pending-or-missing is decided against ``Window.cutoff`` (bound as a val
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Integer, and_, bindparam, case, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+)
 
 from ledger.areas.evidence.findings import (
     CAPTURE_MISSING,
@@ -148,39 +160,44 @@ def rollout_figures(
     return figures
 
 
-def rollout_has_finding(kind: str, cutoff: datetime) -> ColumnElement[bool]:
-    """A condition on ``rollouts`` (correlated, for a ``WHERE``): the rollout's current
-    generation has a call named ``kind`` (findings.finding_of in SQL) against ``cutoff`` (the
-    window's: calls admitted after it are still pending)."""
+def rollout_ids_with_finding(kinds: Sequence[str], cutoff: datetime) -> Select[Any]:
+    """The ids of the rollouts whose current generation has a call named one of ``kinds``
+    (findings.finding_of in SQL) against ``cutoff`` (the window's: calls admitted after it are
+    still pending). Not correlated, for ``rollouts.c.rollout_id.in_(...)``: one pass over
+    ``evidence_calls``, whatever the query it filters (a correlated ``EXISTS`` is evaluated per
+    row of the outer query, which for the overview's call sums is per captured call)."""
+    run = rollouts.alias("evidence_rollouts")
     admitted = ce.c.row_seq.is_not(None) | ce.c.intent_seq.is_not(None)
     uncaptured = admitted & ce.c.capture_seq.is_(None)
     bound = bindparam(None, cutoff, type_=ce.c.admitted_at.type)
-    pending = uncaptured & (rollouts.c.state == "live") & (ce.c.admitted_at > bound)
-    if kind == CAPTURE_PENDING:
-        condition = pending
-    elif kind == CAPTURE_MISSING:
-        condition = uncaptured & ~pending
-    elif kind == LINEAGE_ROW_MISSING:
-        other = ce.alias("rows_of_rollout")
-        has_rows = (
-            select(other.c.model_call_id)
-            .where(
-                other.c.rollout_id == ce.c.rollout_id,
-                other.c.generation == ce.c.generation,
-                other.c.row_seq.is_not(None),
+    pending = uncaptured & (run.c.state == "live") & (ce.c.admitted_at > bound)
+    conditions: list[ColumnElement[bool]] = []
+    for kind in kinds:
+        if kind == CAPTURE_PENDING:
+            conditions.append(pending)
+        elif kind == CAPTURE_MISSING:
+            conditions.append(uncaptured & ~pending)
+        elif kind == LINEAGE_ROW_MISSING:
+            other = ce.alias("rows_of_rollout")
+            has_rows = (
+                select(other.c.model_call_id)
+                .where(
+                    other.c.rollout_id == ce.c.rollout_id,
+                    other.c.generation == ce.c.generation,
+                    other.c.row_seq.is_not(None),
+                )
+                .exists()
             )
-            .exists()
-        )
-        condition = ce.c.capture_seq.is_not(None) & ce.c.row_seq.is_(None) & has_rows
-    else:
-        raise ValueError(f"not a finding of call evidence: {kind!r}")
+            conditions.append(ce.c.capture_seq.is_not(None) & ce.c.row_seq.is_(None) & has_rows)
+        else:
+            raise ValueError(f"not a finding of call evidence: {kind!r}")
     return (
-        select(ce.c.model_call_id)
-        .where(
-            ce.c.rollout_id == rollouts.c.rollout_id,
-            ce.c.generation == rollouts.c.generation,
-            condition,
+        select(ce.c.rollout_id)
+        .select_from(
+            ce.join(
+                run, and_(run.c.rollout_id == ce.c.rollout_id, run.c.generation == ce.c.generation)
+            )
         )
-        .correlate(rollouts)
-        .exists()
+        .where(or_(*conditions))
+        .distinct()
     )

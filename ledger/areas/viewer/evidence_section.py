@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
+from ledger.areas.evidence.findings import (
+    CAPTURE_MISSING,
+    CAPTURE_PENDING,
+    LINEAGE_ROW_MISSING,
+    CallEvidence,
+)
 from ledger.areas.evidence.page_query import EvidencePage
 from ledger.areas.viewer.markup import Html, html, join, number
 
@@ -28,9 +33,12 @@ def _seq(seq: int | None, what: str = "") -> Html:
     return html("#{seq}{what}", seq=seq, what=f" {what}" if what else "")
 
 
-def _named(finding: str | None) -> Html:
-    if finding is None:
+def _named(call: CallEvidence, finding: str | None) -> Html:
+    if finding is None and call.row_seq is not None and call.capture_seq is not None:
         return Html('<span class="tag ok">complete</span>')
+    if finding is None:
+        # A capture alone on a rollout without lineage rows (the capture proxy, no plug-in).
+        return Html('<span class="muted">nothing named</span>')
     words, cls = NAMED.get(finding, (finding, "failed"))
     return html('<span class="tag {cls}">{words}</span>', cls=cls, words=words)
 
@@ -87,7 +95,7 @@ def evidence_section(evidence: EvidencePage | None) -> Html:
             row=_seq(named.call.row_seq, named.call.row_kind or ""),
             intent=_seq(named.call.intent_seq),
             capture=_seq(named.call.capture_seq),
-            named=_named(named.finding),
+            named=_named(named.call, named.finding),
         )
         for named in evidence.calls
     )

@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_state
 from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
-from ledger.areas.evidence.queries import rollout_has_finding
+from ledger.areas.evidence.queries import rollout_ids_with_finding
 from ledger.areas.observations.tables import observation_records
 from ledger.areas.viewer.natural_sort import natural_key
 from ledger.gym.ids import split_transport_rollout_id
@@ -262,13 +262,13 @@ def _where(flt: OverviewFilter) -> list[ColumnElement[bool]]:
     if flt.evidence is not None:
         if flt.evidence_cutoff is None:
             raise ValueError("an evidence filter needs the window's cutoff")
-        if flt.evidence == "missing":
-            conditions.append(
-                rollout_has_finding(CAPTURE_MISSING, flt.evidence_cutoff)
-                | rollout_has_finding(LINEAGE_ROW_MISSING, flt.evidence_cutoff)
-            )
-        else:
-            conditions.append(rollout_has_finding(CAPTURE_PENDING, flt.evidence_cutoff))
+        kinds = (
+            [CAPTURE_MISSING, LINEAGE_ROW_MISSING]
+            if flt.evidence == "missing"
+            else [CAPTURE_PENDING]
+        )
+        ids = rollout_ids_with_finding(kinds, flt.evidence_cutoff)
+        conditions.append(rollouts.c.rollout_id.in_(ids))
     return conditions
 
 
