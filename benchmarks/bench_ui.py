@@ -4,8 +4,10 @@ Sequential GETs over loopback against a real ``ledger serve`` (SQLite, WAL), p50
 page, beside baselines measured in the same run on the same server: ``GET /healthz`` (the
 HTTP round trip alone) and the JSON record route of the same 400-call rollout. The overview
 is measured sorted by id (the default), deep in the run (a keyset cursor from the middle),
-sorted by last event, filtered by an id glob, and with the selection summary recomputed
-(a new filter selecting the same rollouts on each request, so the summary cache never hits).
+sorted by last event, filtered by an id glob, filtered by call evidence (named against the
+clock, so its summary is recomputed on each request), and with the selection summary
+recomputed (a new filter selecting the same rollouts on each request, so the summary cache
+never hits).
 
 The database (``--quick``: 10,000 rollouts) is built once in-process and cached in
 ``bench-data/``; each rollout has 2 calls, the long one 400 calls in 4 invocations with 100
@@ -251,6 +253,11 @@ def main(argv: list[str]) -> None:
                         False,
                     ),
                     ("/ui/ with the summary recomputed (cache missed)", "/ui/", True),
+                    (
+                        "/ui/ evidence=missing (a scan; summary recomputed)",
+                        "/ui/?evidence=missing",
+                        False,
+                    ),
                     (
                         f"/ui/rollouts/{LONG} ({LONG_CALLS} calls, 100 tools)",
                         f"/ui/rollouts/{LONG}",

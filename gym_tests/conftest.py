@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gym_tests.py311_shim import allow_gym_protocol_checks
 from gym_tests.support import (
-    allow_gym_protocol_checks,
     create_postgres_database,
     drop_postgres_database,
     ledger_serve_process,

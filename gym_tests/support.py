@@ -1,13 +1,11 @@
 """What the Gym leg's tests share: a real ``ledger serve`` process (from the project's .venv,
-not this environment), a fresh PostgreSQL database per server, and Gym's Python 3.11 shim.
+not this environment) and a fresh PostgreSQL database per server.
 (tests/support/server.py imports nothing but the standard library and httpx, so it runs here.)"""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import typing
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,27 +16,6 @@ from tests.support.server import ServerProcess
 
 POSTGRES_ENV = "LEDGER_TEST_POSTGRES_URL"
 PROJECT_PYTHON_ENV = "LEDGER_PROJECT_PYTHON"
-
-
-def allow_gym_protocol_checks() -> None:
-    """Gym 0.7.0's plug-in loader reads ``Protocol.__protocol_attrs__``, which typing sets only
-    from Python 3.12 on; on 3.11 the loader raises AttributeError before it looks at the store.
-    Computing the attribute the way 3.12 does (and keeping it out of the runtime isinstance
-    check) lets Gym's own loader run unchanged. See docs/contract.md, "Gym 0.7.0 on 3.11"."""
-    if sys.version_info >= (3, 12):
-        return
-    from nemo_gym.token_id_capture import protocols
-
-    excluded: list[str] = typing.EXCLUDED_ATTRIBUTES  # type: ignore[attr-defined]
-    if "__protocol_attrs__" not in excluded:
-        excluded.append("__protocol_attrs__")
-    for protocol in (
-        protocols.LineageResolver,
-        protocols.CaptureLedger,
-        protocols.TokenSink,
-        protocols.TokenSource,
-    ):
-        protocol.__protocol_attrs__ = typing._get_protocol_attrs(protocol)  # type: ignore[attr-defined]
 
 
 def postgres_admin_url() -> str | None:

@@ -1,5 +1,5 @@
-"""SQL of the evidence area: one rollout's calls, and figures per rollout for the coverage of
-a selection and the counts of ``/metrics``.
+"""SQL of the evidence area: one rollout's calls, figures per rollout for the coverage of a
+selection and the counts of ``/metrics``, and the condition the viewer's overview filters by.
 
 A call's pending-or-missing is decided against ``Window.cutoff`` (bound as a value of
 ``admitted_at``'s own type, so SQLite compares its stored text the way it wrote it).
@@ -7,12 +7,32 @@ A call's pending-or-missing is decided against ``Window.cutoff`` (bound as a val
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, and_, bindparam, case, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+)
 
-from ledger.areas.evidence.findings import CallEvidence, Coverage, Window
+from ledger.areas.evidence.findings import (
+    CAPTURE_MISSING,
+    CAPTURE_PENDING,
+    LINEAGE_ROW_MISSING,
+    CallEvidence,
+    Coverage,
+    Window,
+)
 from ledger.areas.evidence.tables import evidence_calls as ce
 from ledger.areas.health.selection import Selection, superseded_attempts
 from ledger.areas.observations.tables import observation_records
@@ -138,3 +158,46 @@ def rollout_figures(
         superseded = superseded_attempts(f.rollout_id for f in figures)
         figures = [f for f in figures if f.rollout_id not in superseded]
     return figures
+
+
+def rollout_ids_with_finding(kinds: Sequence[str], cutoff: datetime) -> Select[Any]:
+    """The ids of the rollouts whose current generation has a call named one of ``kinds``
+    (findings.finding_of in SQL) against ``cutoff`` (the window's: calls admitted after it are
+    still pending). Not correlated, for ``rollouts.c.rollout_id.in_(...)``: one pass over
+    ``evidence_calls``, whatever the query it filters (a correlated ``EXISTS`` is evaluated per
+    row of the outer query, which for the overview's call sums is per captured call)."""
+    run = rollouts.alias("evidence_rollouts")
+    admitted = ce.c.row_seq.is_not(None) | ce.c.intent_seq.is_not(None)
+    uncaptured = admitted & ce.c.capture_seq.is_(None)
+    bound = bindparam(None, cutoff, type_=ce.c.admitted_at.type)
+    pending = uncaptured & (run.c.state == "live") & (ce.c.admitted_at > bound)
+    conditions: list[ColumnElement[bool]] = []
+    for kind in kinds:
+        if kind == CAPTURE_PENDING:
+            conditions.append(pending)
+        elif kind == CAPTURE_MISSING:
+            conditions.append(uncaptured & ~pending)
+        elif kind == LINEAGE_ROW_MISSING:
+            other = ce.alias("rows_of_rollout")
+            has_rows = (
+                select(other.c.model_call_id)
+                .where(
+                    other.c.rollout_id == ce.c.rollout_id,
+                    other.c.generation == ce.c.generation,
+                    other.c.row_seq.is_not(None),
+                )
+                .exists()
+            )
+            conditions.append(ce.c.capture_seq.is_not(None) & ce.c.row_seq.is_(None) & has_rows)
+        else:
+            raise ValueError(f"not a finding of call evidence: {kind!r}")
+    return (
+        select(ce.c.rollout_id)
+        .select_from(
+            ce.join(
+                run, and_(run.c.rollout_id == ce.c.rollout_id, run.c.generation == ce.c.generation)
+            )
+        )
+        .where(or_(*conditions))
+        .distinct()
+    )

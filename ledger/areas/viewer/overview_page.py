@@ -82,6 +82,9 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
     resolved = params.get("resolved") or None
     if resolved not in (None, "yes", "no", "unknown"):
         raise InvalidOverviewQuery("resolved: expected yes, no or unknown")
+    evidence = params.get("evidence") or None
+    if evidence not in (None, "missing", "pending"):
+        raise InvalidOverviewQuery("evidence: expected missing or pending")
     verdict = params.get("verdict") or None
     if verdict is not None and len(verdict) > 40:
         raise InvalidOverviewQuery("verdict: too long")
@@ -110,6 +113,7 @@ def parse_query(params: Mapping[str, str]) -> OverviewQuery:
             task_has=task_has,
             resolved=resolved,
             check=check,
+            evidence=evidence,
         ),
         sort=sort,
         direction=direction,  # type: ignore[arg-type]
@@ -129,6 +133,7 @@ def _filter_params(q: OverviewQuery) -> dict[str, object]:
         "task_has": f.task_has,
         "resolved": f.resolved,
         "check": f.check,
+        "evidence": f.evidence,
     }
 
 
@@ -168,6 +173,7 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
         '<label>Verdict<select name="verdict"{vdis}>{verdicts}</select></label>'
         '<label>Failing check<select name="check"{vdis}>{checks}</select></label>'
         '<label>Gaps<select name="gaps">{gaps}</select></label>'
+        '<label>Call evidence<select name="evidence">{evidence}</select></label>'
         '<label>Per page<select name="limit">{limits}</select></label>'
         '<input type="hidden" name="sort" value="{sort}"><input type="hidden" name="dir"'
         ' value="{dir}">'
@@ -198,6 +204,10 @@ def _filters(q: OverviewQuery, verdicts: list[str]) -> Html:
                 _option("yes", "with gaps", gaps),
                 _option("no", "without gaps", gaps),
             ]
+        ),
+        evidence=join(
+            _option(v, label, f.evidence)
+            for v, label in (("", "any"), ("missing", "missing"), ("pending", "pending"))
         ),
         limits=join(_option(str(n), str(n), str(q.limit)) for n in PAGE_SIZES),
         sort=q.sort,

@@ -28,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls, capture_state
+from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
+from ledger.areas.evidence.queries import rollout_ids_with_finding
 from ledger.areas.observations.tables import observation_records
 from ledger.areas.viewer.health_triage import RunHealth, read_run_health
 from ledger.areas.viewer.natural_sort import natural_key
@@ -102,6 +104,12 @@ class OverviewFilter:
     resolved: str | None = None
     # A rollout check that found something (judged per page, like ``verdict``).
     check: str | None = None
+
+    # "missing": a call of the rollout is named missing (its capture, or its lineage row);
+    # "pending": a call is still within the grace window. Named against ``evidence_cutoff``,
+    # which the route sets from the clock (docs/gym.md, "What the ledger reconciles").
+    evidence: str | None = None
+    evidence_cutoff: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,16 @@ def _where(flt: OverviewFilter) -> list[ColumnElement[bool]]:
         conditions.append(observation_records.c.resolved.is_(False))
     elif flt.resolved == "unknown":
         conditions.append(observation_records.c.resolved.is_(None))
+    if flt.evidence is not None:
+        if flt.evidence_cutoff is None:
+            raise ValueError("an evidence filter needs the window's cutoff")
+        kinds = (
+            [CAPTURE_MISSING, LINEAGE_ROW_MISSING]
+            if flt.evidence == "missing"
+            else [CAPTURE_PENDING]
+        )
+        ids = rollout_ids_with_finding(kinds, flt.evidence_cutoff)
+        conditions.append(rollouts.c.rollout_id.in_(ids))
     return conditions
 
 

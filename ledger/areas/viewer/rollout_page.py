@@ -1,5 +1,5 @@
 """``/ui/rollouts/{id}``: one rollout (timeline, calls, tools, invocation tree with its gaps,
-manifest and fence, events). Request and response bodies are loaded on demand.
+call evidence, manifest and fence, events). Request and response bodies are loaded on demand.
 
 The calls and the events are paged (``?calls_from=<call index>&events_before=<seq>``, plain
 links, no script needed); the facts card counts the whole rollout."""
@@ -13,7 +13,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger.app.http.deps import MAX_SEQ
+from ledger.areas.evidence.page_query import EvidencePage
 from ledger.areas.viewer.copy_field import copy_field
+from ledger.areas.viewer.evidence_section import evidence_section
 from ledger.areas.viewer.health_words import unobserved_note, verdict_words
 from ledger.areas.viewer.markup import Html, html, join, number, query
 from ledger.areas.viewer.overview_page import rollout_url
@@ -538,6 +540,7 @@ def rollout_body(
     judgement: Judgement | None = None,
     call_at: Mapping[str, int] | None = None,
     attempts: Html | None = None,
+    evidence: EvidencePage | None = None,
 ) -> Html:
     owners = call_owners(d.calls, d.invocations)
     health, by_call = _health(judgement, d, call_at or {})
@@ -587,6 +590,7 @@ def rollout_body(
         '<h2 id="calls-heading" tabindex="-1">Model calls</h2>{calls}'
         '<h2 id="tools-heading">Tool calls</h2>{tools_note}{tools}'
         '<h2 id="tree-heading">Invocations and gaps</h2>{tree}{loose}'
+        "{evidence}"
         '<h2 id="manifest-heading">Manifest and fence</h2>{manifest}'
         '<h2 id="events-heading">Events</h2>{events}',
         id=d.rollout_id,
@@ -617,6 +621,7 @@ def rollout_body(
             if loose
             else Html("")
         ),
+        evidence=evidence_section(evidence),
         manifest=_manifest(d),
         events=_events(d),
     )

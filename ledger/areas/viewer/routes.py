@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -18,6 +19,8 @@ from sqlalchemy import Connection, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.app.http.deps import MAX_SEQ, get_ledger
+from ledger.areas.evidence.findings import Window
+from ledger.areas.evidence.page_query import EvidencePage, rollout_evidence_page
 from ledger.areas.viewer import (
     compare_query,
     events_query,
@@ -42,6 +45,7 @@ from ledger.areas.viewer.events_page import (
     events_body,
     parse_tail,
 )
+from ledger.areas.viewer.evidence_section import EVIDENCE_SHOWN
 from ledger.areas.viewer.json_view import json_html
 from ledger.areas.viewer.layout import SECURITY_HEADERS, fragment, page, problem
 from ledger.areas.viewer.markup import Html, html
@@ -130,6 +134,9 @@ async def overview(request: Request) -> Response:
     if wanted is not None and wanted not in verdicts.VERDICTS:
         return problem(400, f"verdict: expected one of {', '.join(verdicts.VERDICTS)}")
     ledger = get_ledger(request)
+    if query.filter.evidence is not None:
+        cutoff = evidence_window(request).cutoff
+        query = replace(query, filter=replace(query.filter, evidence_cutoff=cutoff))
     cache = SummaryCache.of(request.app.state)
     judgements = verdicts.JudgementCache.of(request.app.state)
     # The summary is SQL over the selection; the verdict and check filters apply to pages only.
@@ -222,27 +229,41 @@ async def rollout(request: Request, rollout_id: str) -> Response:
         return problem(400, str(exc))
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
+    window = evidence_window(request)
 
     def read(
         conn: Connection,
-    ) -> tuple[rollout_query.RolloutDetail | None, Judgement | None, dict[str, int], list[str]]:
+    ) -> tuple[
+        rollout_query.RolloutDetail | None,
+        Judgement | None,
+        dict[str, int],
+        list[str],
+        EvidencePage | None,
+    ]:
         detail = rollout_query.read_rollout(conn, rollout_id, at)
         if detail is None:
-            return None, None, {}, []
+            return None, None, {}, [], None
         others = compare_query.read_attempts(conn, rollout_id, detail.task_id)
+        evidence = rollout_evidence_page(conn, rollout_id, window, EVIDENCE_SHOWN)
         if judge is None:
-            return detail, None, {}, others
+            return detail, None, {}, others, evidence
         found = verdicts.judge_rollouts(conn, judge, [(rollout_id, detail.last_seq)], cache)
         judgement = found.get(rollout_id)
         elsewhere = finding_call_keys(judgement, detail)
         call_at = rollout_query.call_indexes(conn, rollout_id, detail.generation, elsewhere)
-        return detail, judgement, call_at, others
+        return detail, judgement, call_at, others, evidence
 
-    detail, judgement, call_at, others = await get_ledger(request).store.read_sync(read)
+    detail, judgement, call_at, others, evidence = await get_ledger(request).store.read_sync(read)
     if detail is None:
         return problem(404, f"No rollout {rollout_id!r} in this ledger.")
     attempts = attempts_html(rollout_id, detail.task_id, others)
-    return page(f"Rollout {rollout_id}", rollout_body(detail, judgement, call_at, attempts))
+    body = rollout_body(detail, judgement, call_at, attempts, evidence)
+    return page(f"Rollout {rollout_id}", body)
+
+
+def evidence_window(request: Request) -> Window:
+    """The clock the call evidence is named against (``LEDGER_CAPTURE_GRACE_S``)."""
+    return Window(datetime.now(UTC), get_ledger(request).settings.capture_grace_s)
 
 
 @router.get("/compare")
