@@ -4,7 +4,9 @@ attributes, an error span, no duplicate on a second export). Run by scripts/test
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 
 from tests.otel.commands import ledger_export, upgraded
 from tests.otel.phoenix import PhoenixProcess
-from tests.otel.run_data import RUN_LABEL, expected_spans, write_run
+from tests.otel.run_data import RUN_LABEL, expected_spans, write_generated, write_run
 from tests.support.server import ServerProcess
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
@@ -104,3 +106,119 @@ def test_one_shot_export_reads_back_from_phoenix(tmp_path: Path, phoenix: Phoeni
     again = ledger_export(data_dir, "--otlp", phoenix.base_url, "--run", RUN_LABEL, "--content")
     assert again.returncode == 0, again.stderr
     assert len(phoenix.spans()) == expected
+
+
+def metric(ledger: ServerProcess, name: str) -> float:
+    """One sample of the ledger's /metrics (0 when absent)."""
+    text = httpx.get(f"{ledger.base_url}/metrics", timeout=30).text
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.25)  # poll
+
+
+def exported(ledger: ServerProcess) -> bool:
+    return metric(ledger, "ledger_otlp_lag_rollouts") == 0
+
+
+def checkpoint(data_dir: Path) -> int:
+    with sqlite3.connect(f"file:{data_dir}/ledger.db?mode=ro", uri=True) as conn:
+        row = conn.execute(
+            "SELECT seq FROM mirror_checkpoints WHERE name = 'otlp-export'"
+        ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def newest_change(data_dir: Path) -> int:
+    with sqlite3.connect(f"file:{data_dir}/ledger.db?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT max(last_seq) FROM observation_records").fetchone()[0])
+
+
+def follower_env(phoenix: PhoenixProcess, **extra: str) -> dict[str, str]:
+    return {
+        "LEDGER_OTLP_ENDPOINT": phoenix.base_url,
+        "LEDGER_OTLP_SETTLE_S": "0.2",
+        **extra,
+    }
+
+
+def test_follower_survives_the_collector_going_away(
+    tmp_path: Path, phoenix: PhoenixProcess
+) -> None:
+    data_dir = tmp_path / "ledger"
+    data_dir.mkdir()
+    url = upgraded(data_dir)
+    env = follower_env(phoenix)
+    with (
+        ServerProcess(data_dir=data_dir, database_url=url, env=env) as ledger,
+        httpx.Client(base_url=ledger.base_url, timeout=60) as http,
+    ):
+        before = write_run(http, generated=20, prefix="a-")
+        expected_before = expected_spans(http, before)
+        wait_until(lambda: exported(ledger), "the first part exported")
+        assert len(phoenix.wait_for_spans(expected_before)) == expected_before
+
+        phoenix.stop()
+        during = write_generated(http, 20, prefix="b-")
+        expected_during = expected_spans(http, during)
+        wait_until(lambda: metric(ledger, "ledger_otlp_requests_failed_total") > 0, "a failure")
+        # The collector stays away for 30 s, the follower retrying all along.
+        time.sleep(30)
+        assert metric(ledger, "ledger_otlp_lag_rollouts") == len(during)
+        assert metric(ledger, "ledger_otlp_export_failures_total") > 0
+
+        phoenix.start()
+        wait_until(lambda: exported(ledger), "the rest exported once the collector is back")
+        sent = metric(ledger, 'ledger_otlp_spans_total{outcome="sent"}')
+    spans = phoenix.wait_for_spans(expected_before + expected_during)
+    # Nothing lost, nothing twice: every span once, each rollout's trace whole.
+    assert len(spans) == expected_before + expected_during
+    assert len({s["context"]["span_id"] for s in spans}) == len(spans)
+    roots = {s["attributes"]["ledger.rollout_id"] for s in spans if s["parent_id"] is None}
+    assert roots == set(before) | set(during)
+    assert sent >= len(spans)
+
+
+def test_follower_resumes_from_its_checkpoint_after_sigkill(
+    tmp_path: Path, phoenix: PhoenixProcess
+) -> None:
+    data_dir = tmp_path / "ledger"
+    data_dir.mkdir()
+    url = upgraded(data_dir)
+    with (
+        ServerProcess(data_dir=data_dir, database_url=url) as ledger,
+        httpx.Client(base_url=ledger.base_url, timeout=60) as http,
+    ):
+        rollout_ids = write_generated(http, 300, prefix="k-")
+        expected = expected_spans(http, rollout_ids)
+    final = newest_change(data_dir)
+
+    # Small pages and batches: many checkpoints, so the kill lands between two of them.
+    env = follower_env(phoenix, LEDGER_OTLP_PAGE_ROLLOUTS="10", LEDGER_OTLP_BATCH_SPANS="20")
+    first = ServerProcess(data_dir=data_dir, database_url=url, env=env).start()
+    try:
+        deadline = time.monotonic() + 300
+        while checkpoint(data_dir) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)  # poll
+    finally:
+        first.kill()
+    at_kill = checkpoint(data_dir)
+    assert 0 < at_kill < final, (at_kill, final)
+
+    with ServerProcess(data_dir=data_dir, database_url=url, env=env) as second:
+        wait_until(lambda: exported(second), "the export finished after the restart")
+        sent_after_restart = metric(second, 'ledger_otlp_spans_total{outcome="sent"}')
+    assert checkpoint(data_dir) == final
+    spans = phoenix.wait_for_spans(expected)
+    assert len(spans) == expected
+    assert len({s["context"]["span_id"] for s in spans}) == expected
+    # It resumed from the checkpoint: what was taken before it was not sent again.
+    assert 0 < sent_after_restart < expected

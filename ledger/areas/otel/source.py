@@ -101,15 +101,10 @@ def rollouts_by_id(conn: Connection, rollout_ids: Sequence[str]) -> list[Changed
 
 @dataclass(frozen=True)
 class ExportLag:
-    """How far the exporter's checkpoint is behind the records, as the database says."""
+    """How far the export's saved checkpoint is behind the records, as the database says."""
 
-    checkpoint: int
-    newest_change: int
+    rollouts: int
     oldest_unexported: datetime | None
-
-    @property
-    def events(self) -> int:
-        return max(0, self.newest_change - self.checkpoint)
 
     def seconds(self, now: datetime) -> float:
         if self.oldest_unexported is None:
@@ -117,21 +112,20 @@ class ExportLag:
         return max(0.0, (now - self.oldest_unexported).total_seconds())
 
 
-def read_export_lag(conn: Connection, checkpoint: int) -> ExportLag:
+def read_export_lag(conn: Connection) -> ExportLag:
+    """From the saved checkpoint, not from a follower: true whatever it is doing (failing
+    against an absent collector, or not running in this process)."""
     records = observation_records
-    newest = conn.execute(select(func.max(records.c.last_seq))).scalar()
-    first = conn.execute(
-        select(func.min(records.c.last_seq)).where(records.c.last_seq > checkpoint)
-    ).scalar()
-    oldest = None
-    if first is not None:
-        value = conn.execute(select(events.c.recorded_at).where(events.c.seq == first)).scalar()
-        oldest = None if value is None else as_utc(value)
-    return ExportLag(checkpoint, int(newest or 0), oldest)
-
-
-def saved_checkpoint_seq(conn: Connection) -> int | None:
-    value = conn.execute(
+    checkpoint = conn.execute(
         select(mirror_checkpoints.c.seq).where(mirror_checkpoints.c.name == OTLP_CHECKPOINT)
     ).scalar()
-    return None if value is None else int(value)
+    behind = conn.execute(
+        select(func.count(), func.min(records.c.last_seq)).where(
+            records.c.last_seq > (checkpoint or 0)
+        )
+    ).one()
+    oldest = None
+    if behind[1] is not None:
+        value = conn.execute(select(events.c.recorded_at).where(events.c.seq == behind[1])).scalar()
+        oldest = None if value is None else as_utc(value)
+    return ExportLag(int(behind[0]), oldest)
