@@ -1,0 +1,140 @@
+"""The OTLP export: spans/s the follower sends, and what running it costs capture ingest.
+
+Export rate: a generated Gym run (tests/support/health_run.py) appended through the store's own
+path, then an in-process ``OtlpFollower`` catches up against a collector that only counts spans
+(benchmarks/otlp_sink.py, its own process), timed from its first read to its checkpoint saved.
+
+Cost to ingest: bench captures' own ingest (a real ``ledger serve``, 32 clients of single
+captures, then batches of 100; benchmarks/bench_captures.py) with the exporter on
+(``LEDGER_OTLP_ENDPOINT`` at the sink, ``LEDGER_OTLP_SETTLE_S=0``: every changed rollout is
+sent again at every poll, the most work it can be given) and off, alternated twice in the same
+run. The bound: the exporter must not cut ingest by more than 10%.
+
+Usage: scripts/bench otlp [--quick] [--rollouts=N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.bench_captures import IngestBodies, IngestServer, measure_ingest
+from benchmarks.bench_health import seed
+from benchmarks.serving import wait_until_serving
+from ledger.app.areas import default_catalogue, default_projectors
+from ledger.areas.otel.follower import OtlpFollower
+from ledger.areas.otel.mapping import MappingOptions
+from ledger.areas.otel.sender import OtlpSender
+from ledger.log import migrate
+from ledger.log.store import LedgerStore
+from tests.support.health_run import generate_run
+from tests.support.server import free_port
+
+DESCRIPTION = "OTLP export spans/s, and capture ingest with the exporter on and off"
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Sink:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.otlp_sink", "--port", str(self.port)]
+        )
+        wait_until_serving(self.process, self.port)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def spans(self) -> int:
+        return int(httpx.get(f"{self.url}/count", timeout=10).text)
+
+
+async def export_rate(rollouts: int, sink: Sink, *, content: bool) -> tuple[int, int, float]:
+    """(rollouts, spans, seconds) of one catch-up over a fresh database of the run."""
+    with tempfile.TemporaryDirectory(prefix="bench-otlp-") as scratch:
+        url = f"sqlite+aiosqlite:///{Path(scratch) / 'ledger.db'}"
+        await migrate.upgrade(url)
+        await seed(url, generate_run(rollouts, seed=5))
+        store = LedgerStore(url, default_catalogue(), default_projectors())
+        await store.open()
+        before = sink.spans()
+        try:
+            # catch_up runs the follower's steps here, without its background task.
+            async with OtlpSender(sink.url) as sender:
+                follower = OtlpFollower(
+                    store, sender, options=MappingOptions(content=content), settle_seconds=0
+                )
+                started = time.perf_counter()
+                sent = await follower.catch_up()
+                seconds = time.perf_counter() - started
+        finally:
+            await store.close()
+        return sent, sink.spans() - before, seconds
+
+
+def ingest_cost(sink: Sink, quick: bool) -> None:
+    on = IngestServer(
+        "ledger serve, OTLP exporter on (settle 0)",
+        env={"LEDGER_OTLP_ENDPOINT": sink.url, "LEDGER_OTLP_SETTLE_S": "0"},
+    )
+    off = IngestServer("ledger serve, no exporter (baseline)")
+    bodies = IngestBodies.build(30 if quick else 60, 2 if quick else 6)
+    rates: dict[str, list[Any]] = {on.label: [], off.label: []}
+    spans_during: list[int] = []
+    for _ in range(2):
+        for config in (on, off):
+            before = sink.spans()
+            rates[config.label].append(measure_ingest(config, bodies))
+            if config is on:
+                spans_during.append(sink.spans() - before)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"capture ingest with and without the exporter (alternated; load {load}):")
+    medians = {}
+    for label, runs in rates.items():
+        single = statistics.median(r.single for r in runs)
+        batched = statistics.median(r.batched for r in runs)
+        medians[label] = (single, batched)
+        each = ", ".join(f"{r.single:,.0f}/{r.batched:,.0f}" for r in runs)
+        print(f"  {label:44} single {single:7,.0f}/s  batched x100 {batched:7,.0f}/s ({each})")
+    print(f"  spans the exporter sent during each 'on' run: {spans_during}")
+    a, b = medians[on.label], medians[off.label]
+    for name, ratio in (("single", a[0] / b[0]), ("batched", a[1] / b[1])):
+        verdict = "within" if ratio >= 0.9 else "OVER"
+        print(f"  exporter on / off, {name}: {ratio:.2f}x ({verdict} the 10% bound)")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench otlp", description=DESCRIPTION)
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--rollouts", type=int, default=None)
+    args = parser.parse_args(argv)
+    rollouts = args.rollouts or (300 if args.quick else 2_000)
+    with Sink() as sink:
+        print(f"export of a generated run of {rollouts:,} rollouts (SQLite file, sink collector):")
+        for content in (False, True):
+            sent, spans, seconds = asyncio.run(export_rate(rollouts, sink, content=content))
+            print(
+                f"  {'with --content' if content else 'without content':16} {sent:,} rollouts,"
+                f" {spans:,} spans in {seconds:.2f} s: {spans / seconds:,.0f} spans/s,"
+                f" {sent / seconds:,.0f} rollouts/s"
+            )
+        ingest_cost(sink, args.quick)
