@@ -28,7 +28,9 @@ from ledger.app.metrics import LedgerMetrics
 from ledger.areas.otel.export import mapped_spans, send_in_batches
 from ledger.areas.otel.mapping import MappingOptions
 from ledger.areas.otel.sender import ExportFailed, OtlpSender, SendTally
-from ledger.areas.otel.source import OTLP_CHECKPOINT, changed_after
+from ledger.areas.otel.sent_spans import SentSpans
+from ledger.areas.otel.source import OTLP_CHECKPOINT, ChangedRollout, changed_after
+from ledger.areas.otel.spans import Span
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.mirror.checkpoint import load_checkpoint, write_checkpoint
@@ -69,6 +71,9 @@ class OtlpFollower:
         self._saved: int | None = None
         self._saved_at = 0.0
         self._reported = SendTally()
+        self._sent = SentSpans()
+        # The counters in /metrics move as each request ends, not when a page does.
+        sender.on_request = self._report
         self.exported = 0  # rollouts sent since start (tests, benchmarks)
 
     async def start(self) -> None:
@@ -109,14 +114,15 @@ class OtlpFollower:
         )
         if not ready:
             return 0
-        spans = await asyncio.to_thread(mapped_spans, ready, self._options)
-        try:
-            await send_in_batches(self._sender, spans, self._batch_spans)
-        finally:
-            self._report()
+        fresh = await asyncio.to_thread(self._unsent, ready)
+        await send_in_batches(self._sender, [span for span, _ in fresh], self._batch_spans)
+        self._sent.remember(fresh)
         self._high_water = ready[-1].last_seq
         self.exported += len(ready)
         return len(ready)
+
+    def _unsent(self, ready: list[ChangedRollout]) -> list[tuple[Span, bytes]]:
+        return self._sent.unsent(mapped_spans(ready, self._options))
 
     async def catch_up(self) -> int:
         """Send every settled change; the rollouts sent (tests, benchmarks)."""

@@ -15,9 +15,11 @@ its children, else the time its events were recorded.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from ledger.areas.otel.call_spans import call_attributes, call_error_type, call_failed
@@ -54,15 +56,20 @@ class MappingOptions:
 Window = tuple[int, int]
 
 
-def _ns(seconds: Any) -> int | None:
+def _ns(seconds: Any, unit: int = 1_000_000_000) -> int | None:
+    """Epoch seconds (or, with ``unit``, another measure) as nanoseconds, from the number's
+    shortest decimal form: 1764400000.25 s is ...250000000 ns, where the float product would
+    be ...249999872."""
     if isinstance(seconds, int | float) and not isinstance(seconds, bool):
-        return round(seconds * 1_000_000_000)
+        if not math.isfinite(seconds):
+            return None
+        return round(Decimal(repr(seconds)) * unit)
     return None
 
 
 def _window(started: Any, completed: Any, duration_ms: Any = None) -> Window | None:
     start, end = _ns(started), _ns(completed)
-    duration = _ns(duration_ms / 1000) if isinstance(duration_ms, int | float) else None
+    duration = _ns(duration_ms, unit=1_000_000)
     if start is not None and end is None and duration is not None:
         end = start + duration
     if end is not None and start is None and duration is not None:
@@ -70,6 +77,14 @@ def _window(started: Any, completed: Any, duration_ms: Any = None) -> Window | N
     if start is None or end is None:
         return None
     return (start, max(start, end))
+
+
+def _placed(duration_ms: Any, parent: Window) -> Window:
+    """Something with a duration and no time: at its parent's start (else the parent's span)."""
+    duration = _ns(duration_ms, unit=1_000_000)
+    if duration is None:
+        return parent
+    return (parent[0], parent[0] + max(0, duration))
 
 
 def _cover(windows: Sequence[Window]) -> Window | None:
@@ -246,8 +261,8 @@ class _RolloutMapper:
             owner = tool.get("invocation_id")
             owned = isinstance(owner, str) and owner in inv_windows
             parent = self.span_id("invocation", str(owner)) if owned else root
-            window = tool_windows.get(position) or (
-                inv_windows[str(owner)] if owned else rollout_window
+            window = tool_windows.get(position) or _placed(
+                tool.get("duration_ms"), inv_windows[str(owner)] if owned else rollout_window
             )
             spans.append(self.tool_span(position, tool, parent, window))
         return spans

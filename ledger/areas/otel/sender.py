@@ -1,15 +1,19 @@
 """POSTing export requests to an OTLP/HTTP collector, with bounded retries and backoff.
 
-As the OTLP specification says: 429, 502, 503 and 504 (and a connection that fails) are
-retried, honouring ``Retry-After``; any other 4xx/5xx is final, and a 200 may still refuse some
-spans (partial success), which are counted, not retried.
+As the OTLP specification says, 429, 502, 503 and 504 (and a connection that fails) are
+retried here, honouring ``Retry-After``; a 200 may still refuse some spans (partial success),
+which are counted, not sent again. A request the collector refuses as such (400, 413, ... any
+4xx but those below) is counted as refused too: sending it again would be refused again. A
+status that says the collector is not ready to take anything (401, 403 and 404: its auth or
+its URL; 408; any other 5xx) ends the send with ExportFailed at once: the follower waits and
+sends the page again, nothing dropped, while the one-shot export stops and says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -22,16 +26,17 @@ from ledger.areas.otel.wire import CONTENT_TYPE, encode_request, rejected_spans
 # never stored: OpenTelemetry's own form, ``key=value,key2=value2`` (values URL-encoded).
 HEADERS_ENV = "LEDGER_OTLP_HEADERS"
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+# 4xx that are about the collector or its configuration, not about the spans sent.
+NOT_READY_STATUS = frozenset({401, 403, 404, 408})
 MAX_RETRY_AFTER_S = 60.0
 
 
 class ExportFailed(Exception):
     """The collector did not take a batch (after the retries, or refused for good)."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.retryable = retryable
 
 
 def traces_url(endpoint: str) -> str:
@@ -104,6 +109,8 @@ class OtlpSender:
         self.retry = retry or RetryPolicy()
         self.tally = tally or SendTally()
         self._client: httpx.AsyncClient | None = None
+        # Called after every request (its tally updated): the follower's metrics.
+        self.on_request: Callable[[], None] = lambda: None
 
     async def __aenter__(self) -> OtlpSender:
         self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False)
@@ -127,25 +134,41 @@ class OtlpSender:
                 response = await self._client.post(self.url, content=body, headers=self._headers)
             except httpx.TransportError as exc:
                 self.tally.failed_requests += 1
+                self.on_request()
                 last = f"{type(exc).__name__}: {exc}"[:300]
                 await asyncio.sleep(self.retry.backoff(attempt))
                 continue
-            if response.status_code == 200:
-                refused, why = rejected_spans(response.content)
-                self.tally.sent += len(spans) - refused
-                if refused:
-                    self.tally.refused += refused
-                    self.tally.refusals.append(why[:300])
-                return
-            self.tally.failed_requests += 1
+            try:
+                if self._taken(response, spans):
+                    return
+            finally:
+                self.on_request()
             last = f"HTTP {response.status_code}: {response.text[:200]}"
-            if response.status_code not in RETRYABLE_STATUS:
-                raise ExportFailed(f"{self.url} refused a batch: {last}", retryable=False)
             await asyncio.sleep(self._retry_after(response) or self.retry.backoff(attempt))
         raise ExportFailed(
-            f"{self.url} did not take a batch after {self.retry.attempts} attempts: {last}",
-            retryable=True,
+            f"{self.url} did not take a batch after {self.retry.attempts} attempts: {last}"
         )
+
+    def _taken(self, response: httpx.Response, spans: Sequence[Span]) -> bool:
+        """Whether the request is settled (taken, or refused for good); False: retry it.
+        Raises ExportFailed when the collector is not ready for any request."""
+        status = response.status_code
+        if status == 200:
+            refused, why = rejected_spans(response.content)
+            self.tally.sent += len(spans) - refused
+            if refused:
+                self.tally.refused += refused
+                self.tally.refusals.append(why[:300])
+            return True
+        self.tally.failed_requests += 1
+        if status in RETRYABLE_STATUS:
+            return False
+        last = f"HTTP {status}: {response.text[:200]}"
+        if 400 <= status < 500 and status not in NOT_READY_STATUS:
+            self.tally.refused += len(spans)
+            self.tally.refusals.append(last[:300])
+            return True
+        raise ExportFailed(f"{self.url} did not take a batch: {last}")
 
     @staticmethod
     def _retry_after(response: httpx.Response) -> float | None:

@@ -116,9 +116,7 @@ def read_export_lag(conn: Connection) -> ExportLag:
     """From the saved checkpoint, not from a follower: true whatever it is doing (failing
     against an absent collector, or not running in this process)."""
     records = observation_records
-    checkpoint = conn.execute(
-        select(mirror_checkpoints.c.seq).where(mirror_checkpoints.c.name == OTLP_CHECKPOINT)
-    ).scalar()
+    checkpoint = saved_checkpoint_seq(conn)
     behind = conn.execute(
         select(func.count(), func.min(records.c.last_seq)).where(
             records.c.last_seq > (checkpoint or 0)
@@ -129,3 +127,11 @@ def read_export_lag(conn: Connection) -> ExportLag:
         value = conn.execute(select(events.c.recorded_at).where(events.c.seq == behind[1])).scalar()
         oldest = None if value is None else as_utc(value)
     return ExportLag(int(behind[0]), oldest)
+
+
+def saved_checkpoint_seq(conn: Connection) -> int | None:
+    """The export's saved checkpoint; None before its first save."""
+    value = conn.execute(
+        select(mirror_checkpoints.c.seq).where(mirror_checkpoints.c.name == OTLP_CHECKPOINT)
+    ).scalar()
+    return None if value is None else int(value)
