@@ -139,10 +139,17 @@ def serve(
         otlp_endpoint=otlp_endpoint,
         otlp_content=otlp_content,
     )
-    if settings.otlp_endpoint is not None and workers > 1:
-        # One exporter per store: N workers would each send every rollout and race on the
-        # one checkpoint.
-        raise click.UsageError("--otlp-endpoint needs --workers 1")
+    if settings.otlp_endpoint is not None:
+        if workers > 1:
+            # One exporter per store: N workers would each send every rollout and race on the
+            # one checkpoint.
+            raise click.UsageError("--otlp-endpoint needs --workers 1")
+        from ledger.areas.otel.sender import headers_from_environment
+
+        try:
+            headers_from_environment()  # read again when the exporter starts; checked here
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     if settings.follow_capture_dirs and workers > 1:
         # One follower per directory: N workers would each tail it (safe, but N times the I/O).
         raise click.UsageError("--follow-capture-dir needs --workers 1")
