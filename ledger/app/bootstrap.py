@@ -24,6 +24,8 @@ from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.gauges import VerdictGauges
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
+from ledger.areas.otel.export_process import OtlpExportProcess
+from ledger.areas.otel.export_worker import ExportOptions
 from ledger.areas.otel.follower import OtlpFollower
 from ledger.areas.otel.mapping import MappingOptions
 from ledger.areas.otel.sender import OtlpSender, headers_from_environment
@@ -93,7 +95,7 @@ class Ledger:
     followers: list[CaptureDirFollower] = field(default_factory=list)
     health: HealthFollower | VerdictGauges | None = None
     checkpoints: CheckpointPublisher | None = None
-    otlp: OtlpFollower | None = None
+    otlp: OtlpFollower | OtlpExportProcess | None = None
 
     async def close(self) -> None:
         for follower in self.followers:
@@ -181,7 +183,7 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
             else HealthFollower(store, metrics=metrics)
         )
         await health.start()
-    otlp = build_otlp_follower(settings, store, metrics) if writes else None
+    otlp = build_otlp_export(settings, store, metrics) if writes else None
     if otlp is not None:
         await otlp.start()
     return Ledger(
@@ -201,17 +203,33 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     )
 
 
-def build_otlp_follower(
+def build_otlp_export(
     settings: Settings, store: LedgerStore, metrics: LedgerMetrics
-) -> OtlpFollower | None:
-    """The OTLP export's follower when an endpoint is set; its collector headers are read from
-    the environment now (areas/otel/sender.py)."""
+) -> OtlpFollower | OtlpExportProcess | None:
+    """The OTLP export when an endpoint is set: in a niced process of its own (the default), or
+    a follower in this one. Its collector headers are read from the environment when it starts
+    (areas/otel/sender.py), by the process from the environment it inherits."""
     if settings.otlp_endpoint is None:
         return None
     try:
         headers = headers_from_environment()
     except ValueError as exc:
         raise UnsafeConfiguration(str(exc)) from None
+    if settings.otlp_process:
+        return OtlpExportProcess(
+            ExportOptions(
+                url=settings.resolved_database_url,
+                synchronous=settings.synchronous,
+                busy_timeout_ms=settings.busy_timeout_ms,
+                nice=settings.otlp_nice,
+                endpoint=settings.otlp_endpoint,
+                content=settings.otlp_content,
+                settle_s=settings.otlp_settle_s,
+                batch_spans=settings.otlp_batch_spans,
+                page_rollouts=settings.otlp_page_rollouts,
+            ),
+            metrics,
+        )
     return OtlpFollower(
         store,
         OtlpSender(settings.otlp_endpoint, headers=headers),

@@ -155,6 +155,13 @@ class Settings(BaseSettings):
     otlp_page_rollouts: int = Field(
         default=200, ge=1, le=10_000, description="rollouts read, sent and checkpointed at once"
     )
+    # The exporter in a niced process beside the server (areas/otel/export_process.py).
+    otlp_process: bool = Field(
+        default=True, description="run the OTLP export in a process of its own"
+    )
+    otlp_nice: int = Field(
+        default=10, ge=0, le=19, description="how much lower the export process's CPU priority is"
+    )
 
     @model_validator(mode="after")
     def _check_otlp_endpoint(self) -> Settings:

@@ -5,6 +5,7 @@ spans read back."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -13,7 +14,11 @@ from typing import Any
 
 import httpx
 
+from ledger.areas.otel.spans import Span
+from ledger.areas.otel.wire import CONTENT_TYPE, encode_request
 from tests.support.server import free_port
+
+SENTINEL = "test-sentinel"
 
 PHOENIX_VENV = Path(__file__).resolve().parents[2] / ".phoenix-venv"
 
@@ -74,6 +79,36 @@ class PhoenixProcess:
                 self.process.wait(timeout=30)
         self.process = None
 
+    def settled_spans(self, timeout: float = 120.0) -> list[dict[str, Any]]:
+        """Every span once Phoenix has stored all it was sent before this call: a sentinel
+        span (a trace of its own) is sent after them and waited for, as Phoenix stores what
+        it receives in order, in the background. The sentinels are left out."""
+        name = f"{SENTINEL} {secrets.token_hex(4)}"
+        sentinel = Span(
+            trace_id=secrets.token_bytes(16),
+            span_id=secrets.token_bytes(8),
+            parent_span_id=None,
+            name=name,
+            kind="internal",
+            start_ns=time.time_ns(),
+            end_ns=time.time_ns(),
+            attributes={},
+        )
+        httpx.post(
+            f"{self.base_url}/v1/traces",
+            content=encode_request([sentinel]),
+            headers={"Content-Type": CONTENT_TYPE},
+            timeout=60,
+        ).raise_for_status()
+        deadline = time.monotonic() + timeout
+        while True:
+            spans = self.spans()
+            if any(span["name"] == name for span in spans):
+                return [span for span in spans if not span["name"].startswith(SENTINEL)]
+            if time.monotonic() > deadline:
+                raise AssertionError("Phoenix did not store the sentinel span")
+            time.sleep(0.5)  # poll
+
     def spans(self, project: str = "default") -> list[dict[str, Any]]:
         """Every span of the project, through Phoenix's REST API (paged by its cursor)."""
         found: list[dict[str, Any]] = []
@@ -93,13 +128,3 @@ class PhoenixProcess:
             cursor = body.get("next_cursor")
             if not cursor:
                 return found
-
-    def wait_for_spans(self, count: int, timeout: float = 120.0) -> list[dict[str, Any]]:
-        """The project's spans once there are at least ``count`` (Phoenix inserts what it
-        receives in the background, a moment after it answered the export)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            spans = self.spans()
-            if len(spans) >= count or time.monotonic() > deadline:
-                return spans
-            time.sleep(0.5)  # poll

@@ -1,8 +1,9 @@
-"""The continuous export on both backends, against a collector on loopback: every rollout sent
-with the collector's headers from LEDGER_OTLP_HEADERS, the checkpoint and /metrics; a
-collector that answers 503 holds the export back without losing anything; a record still
-changing waits; a batch the collector refuses is counted and not sent again; a follower
-started again resumes from the saved checkpoint."""
+"""The continuous export on both backends, in its own process and in the server's, against a
+collector on loopback: every rollout sent with the collector's headers from
+LEDGER_OTLP_HEADERS, the checkpoint and /metrics; a collector that answers 503 holds the
+export back without losing anything; a record still changing waits; a batch the collector
+refuses is counted and not sent again; a follower started again resumes from the saved
+checkpoint."""
 
 from __future__ import annotations
 
@@ -51,8 +52,10 @@ def root(rollout_id: str) -> bytes:
     return span_id(rollout_id, 0, "rollout", "")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("in_process", [False, True], ids=["export-process", "in-process"])
 async def test_serve_exports_every_rollout_and_waits_out_an_absent_collector(
-    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_process: bool
 ) -> None:
     monkeypatch.setenv("LEDGER_OTLP_HEADERS", "authorization=Bearer%20s3cret, x-team=rl")
     with running_collector() as collector:
@@ -61,6 +64,7 @@ async def test_serve_exports_every_rollout_and_waits_out_an_absent_collector(
             database_url=database_url,
             otlp_endpoint=collector.url,
             otlp_settle_s=0,
+            otlp_process=not in_process,
         )
         app = create_app(settings)
         async with (
@@ -89,7 +93,12 @@ async def test_serve_exports_every_rollout_and_waits_out_an_absent_collector(
                 return await metric(client, "ledger_otlp_lag_rollouts") == 0
 
             await until(caught_up, "the checkpoint")
-            assert await metric(client, 'ledger_otlp_spans_total{outcome="sent"}') >= 9
+
+            async def counted() -> bool:
+                # The export process reports its tally to the server as it moves.
+                return await metric(client, 'ledger_otlp_spans_total{outcome="sent"}') >= 9
+
+            await until(counted, "the spans sent in /metrics")
             head = await ledger.store.read_sync(saved_checkpoint_seq)
             assert head is not None and head > 0
 

@@ -75,6 +75,7 @@ class OtlpFollower:
         # The counters in /metrics move as each request ends, not when a page does.
         sender.on_request = self._report
         self.exported = 0  # rollouts sent since start (tests, benchmarks)
+        self.export_failures = 0  # pages the collector did not take (sent again later)
 
     async def start(self) -> None:
         if self._task is None:
@@ -183,6 +184,7 @@ class OtlpFollower:
                 # The collector is away or refuses: the page is sent again, from the checkpoint
                 # kept in memory, after a pause that doubles up to max_pause_seconds.
                 failures += 1
+                self.export_failures += 1
                 if self._metrics is not None:
                     self._metrics.count_otlp_failure()
                 log.warning("OTLP export: %s; trying again", exc.message)
