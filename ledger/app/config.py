@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         default=True, description="run the OTLP export in a process of its own"
     )
     otlp_nice: int = Field(
-        default=10, ge=0, le=19, description="how much lower the export process's CPU priority is"
+        default=19, ge=0, le=19, description="how much lower the export process's CPU priority is"
     )
 
     @model_validator(mode="after")

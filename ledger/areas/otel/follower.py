@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from ledger.app.metrics import LedgerMetrics
@@ -105,14 +104,13 @@ class OtlpFollower:
         if self._high_water is None:
             await self._resume()
         assert self._high_water is not None
-        read = partial(changed_after, after_seq=self._high_water, limit=self._page_rollouts)
-        page = await self._store.read_sync(read)
-        now = datetime.now(UTC)
-        ready = list(
-            itertools.takewhile(
-                lambda item: (now - item.changed_at).total_seconds() >= self._settle_seconds, page
-            )
+        read = partial(
+            changed_after,
+            after_seq=self._high_water,
+            limit=self._page_rollouts,
+            settled_at=datetime.now(UTC) - timedelta(seconds=self._settle_seconds),
         )
+        ready = await self._store.read_sync(read)
         if not ready:
             return 0
         fresh = await asyncio.to_thread(self._unsent, ready)

@@ -4,6 +4,7 @@ follower). Synchronous reads, each run whole in one snapshot (``read_sync``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,11 +77,17 @@ def _with_records(conn: Connection, rows: Sequence[Any]) -> list[ChangedRollout]
     return found
 
 
-def changed_after(conn: Connection, *, after_seq: int, limit: int) -> list[ChangedRollout]:
-    """Rollouts whose record last changed after ``after_seq``, oldest change first."""
+def changed_after(
+    conn: Connection, *, after_seq: int, limit: int, settled_at: datetime | None = None
+) -> list[ChangedRollout]:
+    """Rollouts whose record last changed after ``after_seq``, oldest change first; with
+    ``settled_at``, only those up to the first changed after it (whose records are then not
+    read at all: a rollout being written is read once it pauses, not at every poll)."""
     snapshot(conn)
     query = _query().where(observation_records.c.last_seq > after_seq)
     rows = conn.execute(query.order_by(observation_records.c.last_seq).limit(limit)).all()
+    if settled_at is not None:
+        rows = list(itertools.takewhile(lambda row: as_utc(row.recorded_at) <= settled_at, rows))
     return _with_records(conn, rows)
 
 
