@@ -9,7 +9,8 @@ captures, then batches of 100; benchmarks/bench_captures.py) with the exporter o
 (``LEDGER_OTLP_ENDPOINT`` at the sink: a niced process of its own; a rollout is sent once it
 has not changed for 1 s), on in the server's own process (``LEDGER_OTLP_PROCESS=false``), and
 off, alternated in four rounds in the same run, each round in another order (the median
-of the rounds' ratios, and each round's figures). The spans
+of the rounds' ratios, and each round's figures), with the CPU seconds the export process used
+beside the server's (from /proc, when the clients are done). The spans
 the sink took during each run are printed beside it: the single captures' rollouts settle, and
 are sent, while the batches are ingested. The bound: the exporter must not cut ingest by more
 than 10%.
@@ -42,7 +43,7 @@ from ledger.areas.otel.sender import OtlpSender
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from tests.support.health_run import generate_run
-from tests.support.server import free_port
+from tests.support.server import ServerProcess, free_port
 
 DESCRIPTION = "OTLP export spans/s, and capture ingest with the exporter on and off"
 # Rounds of the alternated ingest runs: this machine's speed drifts between minutes.
@@ -97,6 +98,25 @@ async def export_rate(rollouts: int, sink: Sink, *, content: bool) -> tuple[int,
         return sent, sink.spans() - before, seconds
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU a process has used (from /proc: its utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShares:
+    """Per run: the server's CPU seconds and its children's (the export process)."""
+
+    def __init__(self) -> None:
+        self.server: list[float] = []
+        self.children: list[float] = []
+
+    def __call__(self, server: ServerProcess) -> None:
+        assert server.process is not None
+        self.server.append(cpu_seconds(server.process.pid))
+        self.children.append(sum(cpu_seconds(pid) for pid in server.child_pids()))
+
+
 def ingest_cost(sink: Sink, quick: bool) -> None:
     product = IngestServer(
         "exporter on (product: own process, niced)", env={"LEDGER_OTLP_ENDPOINT": sink.url}
@@ -110,12 +130,13 @@ def ingest_cost(sink: Sink, quick: bool) -> None:
     bodies = IngestBodies.build(30 if quick else 60, 2 if quick else 6)
     rates: dict[str, list[Any]] = {config.label: [] for config in configs}
     spans: dict[str, list[int]] = {config.label: [] for config in configs}
+    cpu = {config.label: CpuShares() for config in configs}
     for round_ in range(ROUNDS):
         # Each round in another order, so the machine's drift within a round does not always
         # favour the same configuration.
         for config in configs[round_ % 3 :] + configs[: round_ % 3]:
             before = sink.spans()
-            rates[config.label].append(measure_ingest(config, bodies))
+            rates[config.label].append(measure_ingest(config, bodies, cpu[config.label]))
             spans[config.label].append(sink.spans() - before)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"capture ingest with and without the exporter ({ROUNDS} rounds; load {load}):")
@@ -127,6 +148,14 @@ def ingest_cost(sink: Sink, quick: bool) -> None:
             f"  {label:42} single {single:6,.0f}/s  batched x100 {batched:6,.0f}/s ({each});"
             f" spans sent {spans[label]}"
         )
+    shares = cpu[product.label]
+    print(
+        "  CPU of the export process against the server's (product runs): "
+        + ", ".join(
+            f"{child:.1f} s / {server:.1f} s ({child / server:.0%})"
+            for child, server in zip(shares.children, shares.server, strict=True)
+        )
+    )
     baseline = rates[off.label]
     for config in (product, eager):
         runs = rates[config.label]

@@ -228,6 +228,7 @@ def build_otlp_export(
                 batch_spans=settings.otlp_batch_spans,
                 page_rollouts=settings.otlp_page_rollouts,
             ),
+            store,
             metrics,
         )
     return OtlpFollower(

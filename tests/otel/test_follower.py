@@ -8,6 +8,8 @@ checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,10 +21,11 @@ from fastapi import FastAPI
 from ledger.app.bootstrap import Ledger
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
+from ledger.areas.otel.export_process import OtlpExportProcess
 from ledger.areas.otel.follower import OtlpFollower
 from ledger.areas.otel.ids import span_id
 from ledger.areas.otel.sender import OtlpSender
-from ledger.areas.otel.source import saved_checkpoint_seq
+from ledger.areas.otel.source import read_export_lag, saved_checkpoint_seq
 from tests.otel.collector import Collector, running_collector
 from tests.support.exchanges import chat_exchange
 
@@ -158,3 +161,48 @@ async def test_a_changing_record_waits_and_a_refused_batch_is_not_sent_again(
             }
             later = await ledger.store.read_sync(saved_checkpoint_seq)
             assert later is not None and later > saved
+
+
+@pytest.mark.slow
+async def test_a_killed_export_process_is_replaced_and_resumes(
+    database_url: str, tmp_path: Path
+) -> None:
+    with running_collector() as collector:
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            database_url=database_url,
+            otlp_endpoint=collector.url,
+            otlp_settle_s=0,
+        )
+        app = create_app(settings)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+            ) as client,
+        ):
+            ledger: Ledger = app.state.ledger
+            export = ledger.otlp
+            assert isinstance(export, OtlpExportProcess)
+            await capture(client, "k0", "k0-c0")
+
+            async def first() -> bool:
+                return root("k0") in collector.taken()
+
+            await until(first, "the first rollout")
+            assert export.pid is not None and export.starts == 1
+            os.kill(export.pid, signal.SIGKILL)
+            await capture(client, "k1", "k1-c0")
+
+            async def second() -> bool:
+                return root("k1") in collector.taken()
+
+            await until(second, "the rollout written after the kill, by another process")
+            assert export.starts == 2
+
+            async def saved() -> bool:
+                # The checkpoints the process sends are written by the server.
+                lag = await ledger.store.read_sync(read_export_lag)
+                return lag.rollouts == 0
+
+            await until(saved, "the checkpoint past both rollouts")

@@ -7,8 +7,9 @@ that cut from capture ingest. Niced in a process of its own, the kernel's schedu
 server first whenever both want a core (the capture proxy's capture process does the same,
 docs/decisions.md "proxy-latency" 10).
 
-The server starts the process (export_worker.py) with the ledger, sends it its options and
-reads its tally into /metrics; the lag gauges are read from the checkpoint as ever. If it
+The server starts the process (export_worker.py) with the ledger, sends it its options, reads
+its tally into /metrics and writes the checkpoints it sends (the process only reads the
+database); the lag gauges are read from the checkpoint as ever. If it
 exits, another is started after a pause that grows to 30 s; the new one resumes from the
 checkpoint, so what the first had not saved is sent again, never lost.
 """
@@ -20,10 +21,13 @@ import contextlib
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.otel.export_worker import ExportOptions
+from ledger.areas.otel.follower import save_checkpoint
+from ledger.log.store import LedgerStore
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +43,24 @@ class OtlpExportProcess:
     def __init__(
         self,
         options: ExportOptions,
+        store: LedgerStore,
         metrics: LedgerMetrics,
         command: Sequence[str] = (sys.executable, "-m", WORKER_MODULE),
     ) -> None:
         self._options = options
+        self._store = store
         self._metrics = metrics
         self._command = tuple(command)
         self._task: asyncio.Task[None] | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._closing = False
         self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id (None between two)."""
+        process = self._process
+        return None if process is None or process.returncode is not None else process.pid
 
     async def start(self) -> None:
         if self._task is None:
@@ -70,6 +82,9 @@ class OtlpExportProcess:
                 process.kill()
                 await process.wait()
         if self._task is not None:
+            # It reads the process's last lines (its final checkpoint) before it ends.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -78,15 +93,17 @@ class OtlpExportProcess:
     async def _run(self) -> None:
         pause = RESTART_DELAY_S
         while not self._closing:
+            started = time.monotonic()
             try:
                 await self._once()
-                pause = RESTART_DELAY_S  # it ran: the next start is soon
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("the OTLP export process failed")
             if self._closing:
                 return
+            if time.monotonic() - started > MAX_RESTART_DELAY_S:
+                pause = RESTART_DELAY_S  # it ran a while: this is not a crash loop
             log.error("the OTLP export process exited: another in %.0f s", pause)
             await asyncio.sleep(pause)
             pause = min(MAX_RESTART_DELAY_S, pause * 2)
@@ -116,6 +133,9 @@ class OtlpExportProcess:
         seen = dict.fromkeys(TALLY_KEYS, 0)
         while line := await process.stdout.readline():
             tally = json.loads(line)
+            if "checkpoint" in tally:
+                await save_checkpoint(self._store, int(tally["checkpoint"]))
+                continue
             moved = {key: int(tally[key]) - seen[key] for key in TALLY_KEYS}
             seen = {key: int(tally[key]) for key in TALLY_KEYS}
             self._metrics.count_otlp(

@@ -3,10 +3,12 @@
 
 Protocol, JSON lines: in on stdin, its options (an ``ExportOptions``) and then nothing; out on
 stdout, ``{"ready": true}`` once the store is open, then the sender's running tally whenever it
-moved. The end of its stdin (the server closed it, or died) ends it: the follower finishes its
-step and saves its checkpoint. The collector's headers come from its environment
-(``LEDGER_OTLP_HEADERS``, inherited), never from the pipe. What prints goes to stderr, the
-server's log.
+moved, and ``{"checkpoint": seq}`` for the server to write. The process only reads the
+database: a write of its own would take the writer's lock at the lowest CPU priority, and the
+server's writer would wait for it whenever the machine is busy. The end of its stdin (the
+server closed it, or died) ends it: the follower finishes its step and sends its checkpoint.
+The collector's headers come from its environment (``LEDGER_OTLP_HEADERS``, inherited), never
+from the pipe. What prints goes to stderr, the server's log.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import logging
 import os
 import sys
+from functools import partial
 from typing import IO, TypedDict
 
 from ledger.app.areas import default_catalogue, default_projectors
@@ -63,6 +66,7 @@ async def serve(options: ExportOptions, lines_in: IO[str], lines_out: IO[str]) -
         synchronous=options["synchronous"],
         busy_timeout_ms=options["busy_timeout_ms"],
         read_pool_size=1,
+        read_only=True,
     )
     await store.open()
     sender = OtlpSender(options["endpoint"], headers=headers_from_environment())
@@ -73,6 +77,7 @@ async def serve(options: ExportOptions, lines_in: IO[str], lines_out: IO[str]) -
         batch_spans=options["batch_spans"],
         page_rollouts=options["page_rollouts"],
         settle_seconds=options["settle_s"],
+        checkpoint_sink=partial(_send_checkpoint, lines_out),
     )
     await follower.start()
     reporter = asyncio.create_task(_report(follower, sender, lines_out))
@@ -98,6 +103,10 @@ async def _report(follower: OtlpFollower, sender: OtlpSender, lines_out: IO[str]
             _write(lines_out, line)
             last = line
         await asyncio.sleep(REPORT_S)
+
+
+async def _send_checkpoint(lines_out: IO[str], seq: int) -> None:
+    _write(lines_out, json.dumps({"checkpoint": seq}))
 
 
 def _write(lines_out: IO[str], line: str) -> None:

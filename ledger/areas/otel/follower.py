@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -35,6 +36,17 @@ from ledger.log.transaction import WriteTransaction
 from ledger.mirror.checkpoint import load_checkpoint, write_checkpoint
 
 log = logging.getLogger(__name__)
+
+CheckpointSink = Callable[[int], Awaitable[None]]
+
+
+async def save_checkpoint(store: LedgerStore, seq: int) -> None:
+    """The export's checkpoint, one write command."""
+
+    def command(tx: WriteTransaction) -> None:
+        write_checkpoint(tx.conn, seq, name=OTLP_CHECKPOINT)
+
+    await store.execute(command)
 
 
 class OtlpFollower:
@@ -52,9 +64,13 @@ class OtlpFollower:
         checkpoint_seconds: float = 1.0,
         max_pause_seconds: float = 10.0,
         stop_seconds: float = 10.0,
+        checkpoint_sink: CheckpointSink | None = None,
     ) -> None:
         self._store = store
         self._sender = sender
+        # Where a checkpoint goes: a write command of the store (default), or, in the export
+        # process, a line to the server, which writes it (export_worker.py).
+        self._checkpoint_sink = checkpoint_sink or partial(save_checkpoint, store)
         self._options = options or MappingOptions()
         self._metrics = metrics
         self._page_rollouts = page_rollouts
@@ -143,10 +159,7 @@ class OtlpFollower:
         if seq is None or seq == self._saved:
             return
 
-        def command(tx: WriteTransaction) -> None:
-            write_checkpoint(tx.conn, seq, name=OTLP_CHECKPOINT)
-
-        await self._store.execute(command)
+        await self._checkpoint_sink(seq)
         self._saved = seq
         self._saved_at = time.monotonic()
 
