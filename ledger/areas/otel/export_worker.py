@@ -79,6 +79,11 @@ async def serve(options: ExportOptions, lines_in: IO[str], lines_out: IO[str]) -
         settle_seconds=options["settle_s"],
         checkpoint_sink=partial(_send_checkpoint, lines_out),
     )
+    # A tally line after every request, before the checkpoint line of its page: when the server
+    # has written a checkpoint, it has counted every request that led to it.
+    sender.on_request = lambda: _write(
+        lines_out, tally_line(sender.tally, follower.export_failures)
+    )
     await follower.start()
     reporter = asyncio.create_task(_report(follower, sender, lines_out))
     try:
