@@ -7,8 +7,8 @@ path, then an in-process ``OtlpFollower`` catches up against a collector that on
 Cost to ingest: bench captures' own ingest (a real ``ledger serve``, 32 clients of single
 captures, then batches of 100; benchmarks/bench_captures.py) with the exporter on as shipped
 (``LEDGER_OTLP_ENDPOINT`` at the sink: a niced process of its own; a rollout is sent once it
-has not changed for 1 s), on in the server's own process (``LEDGER_OTLP_PROCESS=false``), and
-off, alternated in four rounds in the same run, each round in another order (the median
+has not changed for 1 s), on in the server's own process (``LEDGER_OTLP_PROCESS=false``), its
+process running but sending nothing (a diagnostic: settle 1 h), and off, alternated in four rounds in the same run, each round in another order (the median
 of the rounds' ratios, and each round's figures), with the CPU seconds the export process used
 beside the server's (from /proc, when the clients are done). The spans
 the sink took during each run are printed beside it: the single captures' rollouts settle, and
@@ -125,8 +125,14 @@ def ingest_cost(sink: Sink, quick: bool) -> None:
         "exporter on, in the server's process",
         env={"LEDGER_OTLP_ENDPOINT": sink.url, "LEDGER_OTLP_PROCESS": "false"},
     )
+    # Diagnostic: the export process polling, never sending (nothing settles within the run):
+    # what its presence costs, apart from the export's own work.
+    idle = IngestServer(
+        "exporter process idle (settle 1 h)",
+        env={"LEDGER_OTLP_ENDPOINT": sink.url, "LEDGER_OTLP_SETTLE_S": "3600"},
+    )
     off = IngestServer("no exporter (baseline)")
-    configs = [product, eager, off]
+    configs = [product, eager, idle, off]
     bodies = IngestBodies.build(30 if quick else 60, 2 if quick else 6)
     rates: dict[str, list[Any]] = {config.label: [] for config in configs}
     spans: dict[str, list[int]] = {config.label: [] for config in configs}
@@ -134,7 +140,7 @@ def ingest_cost(sink: Sink, quick: bool) -> None:
     for round_ in range(ROUNDS):
         # Each round in another order, so the machine's drift within a round does not always
         # favour the same configuration.
-        for config in configs[round_ % 3 :] + configs[: round_ % 3]:
+        for config in configs[round_ % len(configs) :] + configs[: round_ % len(configs)]:
             before = sink.spans()
             rates[config.label].append(measure_ingest(config, bodies, cpu[config.label]))
             spans[config.label].append(sink.spans() - before)
@@ -157,7 +163,7 @@ def ingest_cost(sink: Sink, quick: bool) -> None:
         )
     )
     baseline = rates[off.label]
-    for config in (product, eager):
+    for config in (product, eager, idle):
         runs = rates[config.label]
         # The ratio of each round's runs, then their median: figures of one round were taken
         # minutes apart at most.
