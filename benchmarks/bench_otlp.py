@@ -8,12 +8,12 @@ Cost to ingest: bench captures' own ingest (a real ``ledger serve``, 32 clients 
 captures, then batches of 100; benchmarks/bench_captures.py) with the exporter on as shipped
 (``LEDGER_OTLP_ENDPOINT`` at the sink: a niced process of its own; a rollout is sent once it
 has not changed for 1 s), on in the server's own process (``LEDGER_OTLP_PROCESS=false``), its
-process running but sending nothing (a diagnostic: settle 1 h), and off, alternated in four rounds in the same run, each round in another order (the median
-of the rounds' ratios, and each round's figures), with the CPU seconds the export process used
-beside the server's (from /proc, when the clients are done). The spans
-the sink took during each run are printed beside it: the single captures' rollouts settle, and
-are sent, while the batches are ingested. The bound: the exporter must not cut ingest by more
-than 10%.
+process running but sending nothing (a diagnostic: settle 1 h), and off, alternated in four
+rounds in the same run, each round in another order (the median of the rounds' ratios, and
+each round's figures), with the CPU seconds the export process used beside the server's (from
+/proc, when the clients are done). The spans the sink took during each run are printed beside
+it: the single captures' rollouts settle, and are sent, while the batches are ingested. The
+bound: the exporter must not cut ingest by more than 10%.
 
 Usage: scripts/bench otlp [--quick] [--rollouts=N]
 """
