@@ -233,7 +233,13 @@ async def _batch_clients(port: int, bodies: list[list[bytes]]) -> float:
     return time.perf_counter() - started
 
 
-def measure_ingest(config: IngestServer, bodies: IngestBodies) -> IngestRates:
+def measure_ingest(
+    config: IngestServer,
+    bodies: IngestBodies,
+    inspect: Callable[[ServerProcess], None] | None = None,
+) -> IngestRates:
+    """Captures/s of one server configuration on a fresh database; ``inspect`` sees the server
+    once the clients are done, before it stops (bench otlp reads its processes' CPU)."""
     with tempfile.TemporaryDirectory(prefix="bench-captures-") as scratch:
         root = Path(scratch)
         data_dir = root / "data"
@@ -249,6 +255,8 @@ def measure_ingest(config: IngestServer, bodies: IngestBodies) -> IngestRates:
             asyncio.run(_warm_up(server.port, bodies.warmup))
             single_seconds = asyncio.run(_single_clients(server.port, bodies.single))
             batch_seconds = asyncio.run(_batch_clients(server.port, bodies.batches))
+            if inspect is not None:
+                inspect(server)
         finally:
             server.stop()
     return IngestRates(

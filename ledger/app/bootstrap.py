@@ -24,6 +24,11 @@ from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.gauges import VerdictGauges
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
+from ledger.areas.otel.export_process import OtlpExportProcess
+from ledger.areas.otel.export_worker import ExportOptions
+from ledger.areas.otel.follower import OtlpFollower
+from ledger.areas.otel.mapping import MappingOptions
+from ledger.areas.otel.sender import OtlpSender, headers_from_environment
 from ledger.areas.proxy.capture_process import capture_process_enabled
 from ledger.log import migrate
 from ledger.log.checkpoint_key import load_or_create_signing_key, load_signing_key
@@ -90,10 +95,13 @@ class Ledger:
     followers: list[CaptureDirFollower] = field(default_factory=list)
     health: HealthFollower | VerdictGauges | None = None
     checkpoints: CheckpointPublisher | None = None
+    otlp: OtlpFollower | OtlpExportProcess | None = None
 
     async def close(self) -> None:
         for follower in self.followers:
             await follower.stop()
+        if self.otlp is not None:
+            await self.otlp.stop()
         if self.health is not None:
             await self.health.stop()
         if self.mirror is not None:
@@ -175,6 +183,9 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
             else HealthFollower(store, metrics=metrics)
         )
         await health.start()
+    otlp = build_otlp_export(settings, store, metrics) if writes else None
+    if otlp is not None:
+        await otlp.start()
     return Ledger(
         settings=settings,
         metrics=metrics,
@@ -188,6 +199,46 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         followers=followers,
         health=health,
         checkpoints=checkpoints,
+        otlp=otlp,
+    )
+
+
+def build_otlp_export(
+    settings: Settings, store: LedgerStore, metrics: LedgerMetrics
+) -> OtlpFollower | OtlpExportProcess | None:
+    """The OTLP export when an endpoint is set: in a niced process of its own (the default), or
+    a follower in this one. Its collector headers are read from the environment when it starts
+    (areas/otel/sender.py), by the process from the environment it inherits."""
+    if settings.otlp_endpoint is None:
+        return None
+    try:
+        headers = headers_from_environment()
+    except ValueError as exc:
+        raise UnsafeConfiguration(str(exc)) from None
+    if settings.otlp_process:
+        return OtlpExportProcess(
+            ExportOptions(
+                url=settings.resolved_database_url,
+                synchronous=settings.synchronous,
+                busy_timeout_ms=settings.busy_timeout_ms,
+                nice=settings.otlp_nice,
+                endpoint=settings.otlp_endpoint,
+                content=settings.otlp_content,
+                settle_s=settings.otlp_settle_s,
+                batch_spans=settings.otlp_batch_spans,
+                page_rollouts=settings.otlp_page_rollouts,
+            ),
+            store,
+            metrics,
+        )
+    return OtlpFollower(
+        store,
+        OtlpSender(settings.otlp_endpoint, headers=headers),
+        options=MappingOptions(content=settings.otlp_content),
+        metrics=metrics,
+        batch_spans=settings.otlp_batch_spans,
+        page_rollouts=settings.otlp_page_rollouts,
+        settle_seconds=settings.otlp_settle_s,
     )
 
 

@@ -143,6 +143,37 @@ class Settings(BaseSettings):
         default=5.0, ge=0, le=86_400, description="seconds a live call's capture may take"
     )
 
+    # The continuous OTLP export (docs/otel.md): the collector's URL (its headers come from
+    # LEDGER_OTLP_HEADERS when the server starts, and are never part of the settings).
+    otlp_endpoint: str | None = Field(
+        default=None, description="send rollouts as OTLP traces to this collector (http(s) URL)"
+    )
+    otlp_content: bool = Field(
+        default=False, description="include requests, responses and tool outputs in the spans"
+    )
+    otlp_settle_s: float = Field(
+        default=1.0, ge=0, le=3600, description="seconds a changed rollout waits before export"
+    )
+    otlp_batch_spans: int = Field(default=512, ge=1, le=100_000)
+    otlp_page_rollouts: int = Field(
+        default=200, ge=1, le=10_000, description="rollouts read, sent and checkpointed at once"
+    )
+    # The exporter in a niced process beside the server (areas/otel/export_process.py).
+    otlp_process: bool = Field(
+        default=True, description="run the OTLP export in a process of its own"
+    )
+    otlp_nice: int = Field(
+        default=19, ge=0, le=19, description="how much lower the export process's CPU priority is"
+    )
+
+    @model_validator(mode="after")
+    def _check_otlp_endpoint(self) -> Settings:
+        if self.otlp_endpoint is not None:
+            from ledger.areas.otel.sender import traces_url
+
+            traces_url(self.otlp_endpoint)  # a ValueError: pydantic names the setting
+        return self
+
     @model_validator(mode="after")
     def _normalise_empty_tokens(self) -> Settings:
         # An empty token in the environment means "unset", never "accept an empty bearer".

@@ -110,6 +110,53 @@ class LedgerMetrics:
             registry=self.registry,
         )
 
+        # The OTLP export (areas/otel/follower.py; docs/otel.md).
+        self.otlp_spans = Counter(
+            "ledger_otlp_spans",
+            "Spans sent to the OTLP collector, by outcome (sent: taken; refused: its answer "
+            "refused them)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.otlp_requests_retried = Counter(
+            "ledger_otlp_requests_retried",
+            "Export requests sent again after a failure",
+            registry=self.registry,
+        )
+        self.otlp_requests_failed = Counter(
+            "ledger_otlp_requests_failed",
+            "Export requests that failed (connection, timeout, or an error status)",
+            registry=self.registry,
+        )
+        self.otlp_export_failures = Counter(
+            "ledger_otlp_export_failures",
+            "Pages the collector did not take after the retries (sent again later)",
+            registry=self.registry,
+        )
+        self.otlp_lag_rollouts = Gauge(
+            "ledger_otlp_lag_rollouts",
+            "Rollouts whose record changed after the OTLP export's checkpoint",
+            registry=self.registry,
+        )
+        self.otlp_lag_seconds = Gauge(
+            "ledger_otlp_lag_seconds",
+            "Age of the oldest record change not yet exported over OTLP",
+            registry=self.registry,
+        )
+
+    def count_otlp(self, *, sent: int, refused: int, retried: int, failed_requests: int) -> None:
+        self.otlp_spans.labels(outcome="sent").inc(sent)
+        self.otlp_spans.labels(outcome="refused").inc(refused)
+        self.otlp_requests_retried.inc(retried)
+        self.otlp_requests_failed.inc(failed_requests)
+
+    def count_otlp_failure(self) -> None:
+        self.otlp_export_failures.inc()
+
+    def set_otlp_lag(self, rollouts: int, seconds: float) -> None:
+        self.otlp_lag_rollouts.set(rollouts)
+        self.otlp_lag_seconds.set(seconds)
+
     def set_call_evidence(self, by_kind: dict[str, int]) -> None:
         for kind, count in by_kind.items():
             self.calls_by_evidence_finding.labels(kind=kind).set(count)

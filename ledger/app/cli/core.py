@@ -79,6 +79,18 @@ def skip_integrity_check_option(command: F) -> F:
     default=None,
     help="Serve reads only, even from a store the start-up check refuses [LEDGER_READ_ONLY]",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send rollouts as OTLP traces to this collector as they change (docs/otel.md) "
+    "[LEDGER_OTLP_ENDPOINT; headers from LEDGER_OTLP_HEADERS]",
+)
+@click.option(
+    "--otlp-content",
+    is_flag=True,
+    default=None,
+    help="With --otlp-endpoint: include requests, responses and tool outputs",
+)
 @skip_integrity_check_option
 @database_options
 @upstream_options
@@ -94,6 +106,8 @@ def serve(
     follow_capture_dirs: tuple[Path, ...],
     follow_force_polling: bool | None,
     read_only: bool | None,
+    otlp_endpoint: str | None,
+    otlp_content: bool | None,
     integrity_check: bool | None,
 ) -> None:
     """Run the HTTP service (the database must be at the head revision and pass the start-up
@@ -122,7 +136,20 @@ def serve(
         follow_force_polling=follow_force_polling,
         read_only=read_only,
         integrity_check=integrity_check,
+        otlp_endpoint=otlp_endpoint,
+        otlp_content=otlp_content,
     )
+    if settings.otlp_endpoint is not None:
+        if workers > 1:
+            # One exporter per store: N workers would each send every rollout and race on the
+            # one checkpoint.
+            raise click.UsageError("--otlp-endpoint needs --workers 1")
+        from ledger.areas.otel.sender import headers_from_environment
+
+        try:
+            headers_from_environment()  # read again when the exporter starts; checked here
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     if settings.follow_capture_dirs and workers > 1:
         # One follower per directory: N workers would each tail it (safe, but N times the I/O).
         raise click.UsageError("--follow-capture-dir needs --workers 1")

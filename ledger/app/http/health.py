@@ -15,6 +15,7 @@ from ledger.app.http.auth import MetricsAuth
 from ledger.app.http.deps import LedgerDep
 from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
 from ledger.areas.evidence.service import EvidenceService
+from ledger.areas.otel.source import read_export_lag
 from ledger.log import migrate
 from ledger.log.errors import LedgerError
 from ledger.log.projection_versions import stale_projections_async
@@ -64,6 +65,8 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
     if ledger.mirror is not None:
         await _read_mirror_lag(ledger)
+    if ledger.otlp is not None:
+        await _read_otlp_lag(ledger)
     # Pending and missing depend on the clock, so they are counted now, not kept.
     evidence = EvidenceService(ledger.store.read_sync, ledger.settings.capture_grace_s)
     try:
@@ -79,6 +82,16 @@ async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
             }
         )
     return Response(ledger.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _read_otlp_lag(ledger: Ledger) -> None:
+    """The OTLP export's lag from its saved checkpoint (as the mirror's, above)."""
+    try:
+        lag = await ledger.store.read_sync(read_export_lag)
+    except Exception:
+        log.warning("metrics: the OTLP export lag could not be read", exc_info=True)
+        return
+    ledger.metrics.set_otlp_lag(lag.rollouts, lag.seconds(datetime.now(UTC)))
 
 
 async def _read_mirror_lag(ledger: Ledger) -> None:

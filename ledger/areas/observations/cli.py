@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
@@ -15,6 +16,7 @@ from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import database_options, err, run_async, settings_from
 from ledger.areas.observations.queries import ExportFilter, count_exported
 from ledger.areas.observations.service import RecordView, export_lines
+from ledger.areas.otel.cli import export_otlp, otlp_options, otlp_selection
 from ledger.gym.ids import ROLLOUT_ID_PATTERN
 from ledger.log.errors import BadRequest
 
@@ -62,6 +64,11 @@ def shard_file_name(shard: str) -> str:
 )
 @click.option("--shard", help="Shard label for --layout gym-shard")
 @click.option("--page-size", type=click.IntRange(1, 10_000), default=500, show_default=True)
+@otlp_options[0]
+@otlp_options[1]
+@otlp_options[2]
+@otlp_options[3]
+@otlp_options[4]
 @database_options
 @click.pass_context
 def export(
@@ -75,8 +82,35 @@ def export(
     layout: str,
     shard: str | None,
     page_size: int,
+    otlp: str | None,
+    run_label: str | None,
+    ids: str | None,
+    since: datetime | None,
+    content: bool,
 ) -> None:
-    """Stream enriched rollout records as JSONL (constant memory, in the order they changed)."""
+    """Stream enriched rollout records as JSONL (constant memory, in the order they changed);
+    with --otlp, send them as OpenTelemetry traces instead (docs/otel.md)."""
+    if otlp is not None:
+        jsonl_only = {
+            "--output": output is not None,
+            "--layout": layout != "jsonl",
+            "--view": view != "stored",
+            "--state": state is not None,
+            "--task": task_id is not None,
+            "--after-seq": after_seq != 0,
+            "--until-seq": until_seq is not None,
+        }
+        given = [name for name, set_ in jsonl_only.items() if set_]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not with --otlp")
+        export_otlp(
+            settings_from(ctx), otlp, otlp_selection(ids, since, run_label), content=content
+        )
+        return
+    otlp_only = {"--run": run_label, "--id": ids, "--since": since, "--content": content or None}
+    given = [name for name, value in otlp_only.items() if value is not None]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: only with --otlp URL")
     if layout == "gym-shard":
         if shard is None or output is None:
             raise click.UsageError("--layout gym-shard needs --shard NAME and --output DIRECTORY")
