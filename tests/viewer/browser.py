@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 CHROMIUM = os.environ.get("LEDGER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -61,3 +61,11 @@ def screenshots_dir(fallback: Path) -> Path:
     path = Path(chosen) if chosen else fallback
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def watched(page: Page) -> list[str]:
+    """The page's script errors and console errors, as they happen (a CSP violation is one)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return errors

@@ -17,7 +17,7 @@ from ledger.log import migrate
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import launched, require_chromium, screenshots_dir
+from tests.viewer.browser import require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -45,34 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
                 data.write_small(http, f"small-{i:02d}", i % 3 + 1)
             data.retire(http, data.control_token(root / "data"), RETIRED)
         yield started
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = screenshots_dir(tmp_path_factory.mktemp("screenshots"))
-    print(f"viewer screenshots: {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with launched(tmp_path_factory.mktemp("chromium-profile")) as opened:
-        yield opened
-
-
-@pytest.fixture
-def page(context: BrowserContext) -> Iterator[Page]:
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
-    )
-    yield opened
-    opened.close()
-    # A CSP violation or a script error shows up here.
-    assert errors == []
 
 
 def _ids(page: Page) -> list[str]:

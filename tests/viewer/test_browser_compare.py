@@ -16,7 +16,7 @@ from tests.support import compare_data as cmp
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import launched, require_chromium, screenshots_dir
+from tests.viewer.browser import require_chromium
 from tests.viewer.test_browser import upgrade
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -33,33 +33,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         with httpx.Client(base_url=started.base_url) as http:
             cmp.write_compare_run(http)
         yield started
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshots_dir(tmp_path_factory.mktemp("screenshots"))
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with launched(tmp_path_factory.mktemp("chromium-profile")) as opened:
-        yield opened
-
-
-def _watched(opened: Page) -> list[str]:
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    return errors
-
-
-@pytest.fixture
-def page(context: BrowserContext) -> Iterator[Page]:
-    opened = context.new_page()
-    errors = _watched(opened)
-    yield opened
-    opened.close()
-    assert errors == []  # a CSP violation or a script error shows up here
 
 
 def _texts(page: Page, selector: str) -> list[str]:

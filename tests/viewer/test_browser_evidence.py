@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
 from tests.lineage.rows import failure_row
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import launched, require_chromium, screenshots_dir
+from tests.viewer.browser import require_chromium, screenshots_dir
 from tests.viewer.test_browser import upgrade
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -66,23 +66,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             token = data.control_token(root / "data")
             data.retire(http, token, ["ev-complete", "ev-missing", "ev-off"])
         yield started
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with launched(tmp_path_factory.mktemp("chromium-profile")) as opened:
-        yield opened
-
-
-@pytest.fixture
-def page(context: BrowserContext) -> Iterator[Page]:
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    yield opened
-    opened.close()
-    assert errors == []
 
 
 def _ids(page: Page) -> list[str]:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import launched, require_chromium, screenshots_dir
+from tests.viewer.browser import require_chromium
 from tests.viewer.test_browser import upgrade
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -56,28 +56,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
                 result = {"task_id": TASK_OF[rollout_id[0]], "resolved": n % 3 == 0}
                 http.post(f"/v1/rollouts/{rollout_id}/result", json=result).raise_for_status()
         yield started
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshots_dir(tmp_path_factory.mktemp("screenshots"))
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with launched(tmp_path_factory.mktemp("chromium-profile")) as opened:
-        yield opened
-
-
-@pytest.fixture
-def page(context: BrowserContext) -> Iterator[Page]:
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    yield opened
-    opened.close()
-    assert errors == []  # a CSP violation or a script error shows up here
 
 
 @pytest.mark.parametrize("rollout_id", sorted(data.DIALOGUES))

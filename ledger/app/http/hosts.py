@@ -7,10 +7,11 @@ without a port; ``Settings.allowed_hosts`` adds others (names, ``*`` for any).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ledger.app.http.middleware_replies import send_detail
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
@@ -44,15 +45,4 @@ class HostAllowList:
         if len(hosts) == 1 and self.allows(hosts[0].decode("latin-1")):
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"detail": "Host header not allowed (see LEDGER_ALLOWED_HOSTS)"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 400,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_detail(send, 400, "Host header not allowed (see LEDGER_ALLOWED_HOSTS)")

@@ -17,10 +17,11 @@ answered 503 with ``Retry-After``: the client may try again, nothing was read or
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ledger.app.http.middleware_replies import send_detail
 
 # Bodies up to this size are not counted (a capture is a few KiB, a batch of 100 a few hundred).
 LARGE_BODY_BYTES = 1024 * 1024
@@ -113,21 +114,8 @@ class LargeBodyBudget:
 
 
 async def _busy(send: Send) -> None:
-    body = json.dumps(
-        {
-            "detail": f"too many large request bodies in flight; waited {MAX_WAIT_S:.0f} s, "
-            f"retry after {RETRY_AFTER_S} s"
-        }
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(RETRY_AFTER_S).encode()),
-            ],
-        }
+    detail = (
+        f"too many large request bodies in flight; waited {MAX_WAIT_S:.0f} s, "
+        f"retry after {RETRY_AFTER_S} s"
     )
-    await send({"type": "http.response.body", "body": body})
+    await send_detail(send, 503, detail, [(b"retry-after", str(RETRY_AFTER_S).encode())])

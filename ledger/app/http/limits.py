@@ -8,10 +8,10 @@ accept. A client still sending may see the close before the answer (docs/decisio
 
 from __future__ import annotations
 
-import json
-
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ledger.app.http.middleware_replies import send_detail
 
 
 class _TooLarge(HTTPException):
@@ -27,21 +27,8 @@ class BodySizeLimit:
         self.max_bytes = max_bytes
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": f"request body exceeds the limit of {self.max_bytes} bytes"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = f"request body exceeds the limit of {self.max_bytes} bytes"
+        await send_detail(send, 413, detail, [(b"connection", b"close")])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

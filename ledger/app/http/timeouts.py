@@ -10,11 +10,12 @@ ends its request quietly: nobody is left to answer, and uvicorn would log the di
 from __future__ import annotations
 
 import asyncio
-import json
 
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ledger.app.http.middleware_replies import send_detail
 
 
 class _BodyTimedOut(HTTPException):
@@ -70,16 +71,4 @@ class BodyReadTimeout:
 
 
 async def _reply_408(send: Send, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 408,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_detail(send, 408, detail, [(b"connection", b"close")])
