@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 
@@ -55,9 +56,30 @@ def run_check(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def settings_from(ctx: click.Context, **overrides: Any) -> Settings:
+    """The settings of the options given and the ``LEDGER_*`` environment; a value that does
+    not validate is a usage error naming the setting (exit status 2), not a traceback."""
     base: dict[str, Any] = dict(ctx.obj or {})
     base.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings(**base)
+    try:
+        return Settings(**base)
+    except ValidationError as exc:
+        raise click.UsageError(describe_settings_error(exc), ctx) from None
+
+
+def describe_settings_error(exc: ValidationError) -> str:
+    """``invalid setting port (LEDGER_PORT or its option): Input should be ...``, at most
+    the first five, each cut short."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        message = str(error["msg"])[:200]
+        if not error["loc"]:  # a rule across settings
+            lines.append(f"invalid settings: {message}")
+            continue
+        name = ".".join(str(part) for part in error["loc"])[:80]
+        env = f"LEDGER_{str(error['loc'][0]).upper()}"
+        lines.append(f"invalid setting {name} ({env} or its option): {message}")
+    more = exc.error_count() - len(lines)
+    return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
 
 
 def database_options(command: F) -> F:
