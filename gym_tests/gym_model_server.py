@@ -17,13 +17,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from tests.support.readiness import answers
 from tests.support.server import free_port
 
 READY_TIMEOUT_S = 180.0
@@ -58,16 +56,14 @@ class LoopbackProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.argv} exited early:\n{self.log_path.read_text()}")
-            try:
-                if httpx.get(self.base_url + self.ready_path, timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)  # poll
+        if answers(
+            self.process,
+            self.base_url + self.ready_path,
+            timeout=READY_TIMEOUT_S,
+            log_path=self.log_path,
+            name=str(self.argv),
+        ):
+            return self
         self.stop()
         raise RuntimeError(f"{self.argv} did not come up:\n{self.log_path.read_text()}")
 

@@ -16,6 +16,7 @@ import httpx
 
 from ledger.areas.otel.spans import Span
 from ledger.areas.otel.wire import CONTENT_TYPE, encode_request
+from tests.support.readiness import answers
 from tests.support.server import free_port
 
 SENTINEL = "test-sentinel"
@@ -56,16 +57,15 @@ class PhoenixProcess:
             cwd=self.working_dir,
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"phoenix exited early:\n{self.log_path.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)  # poll
+        if answers(
+            self.process,
+            f"{self.base_url}/healthz",
+            timeout=timeout,
+            log_path=self.log_path,
+            name="phoenix",
+            interval=0.2,
+        ):
+            return self
         self.stop()
         raise RuntimeError(f"phoenix did not come up:\n{self.log_path.read_text()[-4000:]}")
 

@@ -174,7 +174,7 @@ def test_follower_survives_the_collector_going_away(
         expected_during = expected_spans(http, during)
         wait_until(lambda: metric(ledger, "ledger_otlp_requests_failed_total") > 0, "a failure")
         # The collector stays away for 30 s, the follower retrying all along.
-        time.sleep(30)
+        time.sleep(30)  # poll: the 30 s outage is the scenario, not a wait for a condition
         assert metric(ledger, "ledger_otlp_lag_rollouts") == len(during)
         assert metric(ledger, "ledger_otlp_export_failures_total") > 0
 

@@ -16,13 +16,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from starlette.types import Receive, Scope, Send
+
+from tests.support.readiness import answers
 
 SCENARIOS = (
     "plain",
@@ -443,16 +443,14 @@ class FakeUpstreamProcess:
             argv += ["--record", str(self.record_path)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"fake upstream exited:\n{self.log_path.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)  # poll
+        if answers(
+            self.process,
+            f"{self.url}/healthz",
+            timeout=timeout,
+            log_path=self.log_path,
+            name="fake upstream",
+        ):
+            return self
         self.stop()
         raise RuntimeError("fake upstream did not come up")
 

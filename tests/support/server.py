@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
+from tests.support.readiness import answers
 
 
 def free_port() -> int:
@@ -84,16 +84,14 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)  # poll
+        if answers(
+            self.process,
+            f"{self.base_url}/healthz",
+            timeout=timeout,
+            log_path=self.log_path,
+            name="server",
+        ):
+            return self
         self.kill()
         raise RuntimeError(f"server did not come up in {timeout}s:\n{self.log_path.read_text()}")
 
