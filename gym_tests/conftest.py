@@ -33,22 +33,27 @@ def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def ledger_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
-    data_dir = tmp_path / "ledger-data"
-    dropped: tuple[str, str] | None = None
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A ledger database URL on each backend: SQLite in the test's ledger-data dir, or a
+    PostgreSQL database of its own, dropped afterwards."""
     if request.param == "postgres":
         admin = require_postgres()
         name, url = create_postgres_database(admin)
-        dropped = (admin, name)
+        try:
+            yield url
+        finally:
+            drop_postgres_database(admin, name)
     else:
-        url = f"sqlite+aiosqlite:///{data_dir / 'ledger.db'}"
-    server = ledger_serve_process(data_dir=data_dir, database_url=url)
+        yield f"sqlite+aiosqlite:///{tmp_path / 'ledger-data' / 'ledger.db'}"
+
+
+@pytest.fixture
+def ledger_server(tmp_path: Path, database_url: str) -> Iterator[ServerProcess]:
+    server = ledger_serve_process(data_dir=tmp_path / "ledger-data", database_url=database_url)
     try:
         yield server.start()
     finally:
         server.stop()
-        if dropped is not None:
-            drop_postgres_database(*dropped)
 
 
 def pytest_report_header() -> str:

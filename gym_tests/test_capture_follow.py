@@ -9,38 +9,19 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from gym_tests.support import (
-    create_postgres_database,
-    drop_postgres_database,
     ledger_serve_process,
-    require_postgres,
 )
 from tests.support.exchanges import chat_exchange, messages_exchange, responses_exchange
 from tests.support.server import ServerProcess
 
 DEADLINE_S = 120.0
 MAKERS = (chat_exchange, responses_exchange, messages_exchange)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL on each backend (dropped afterwards)."""
-    if request.param == "postgres":
-        admin = require_postgres()
-        name, url = create_postgres_database(admin)
-        try:
-            yield url
-        finally:
-            drop_postgres_database(admin, name)
-    else:
-        yield f"sqlite+aiosqlite:///{tmp_path / 'ledger-data' / 'ledger.db'}"
 
 
 def follower_server(tmp_path: Path, url: str, capture_dir: Path) -> ServerProcess:
@@ -128,7 +109,9 @@ def exchange(n: int, label: str) -> dict[str, Any]:
     return MAKERS[n % len(MAKERS)](model_call_id=f"{label}-{n}")
 
 
-def test_concurrent_gym_writers_clears_attempts_and_markers(tmp_path: Path, backend: str) -> None:
+def test_concurrent_gym_writers_clears_attempts_and_markers(
+    tmp_path: Path, database_url: str
+) -> None:
     from nemo_gym.base_responses_api_model import (
         CaptureStore,
         clear_model_call_captures_for_rollouts,
@@ -139,7 +122,7 @@ def test_concurrent_gym_writers_clears_attempts_and_markers(tmp_path: Path, back
     store = CaptureStore(capture_dir)
     # One file exists before the server starts: the catch-up reads it.
     store.record("0-9", exchange(0, "early"))
-    server = follower_server(tmp_path, backend, capture_dir).start()
+    server = follower_server(tmp_path, database_url, capture_dir).start()
     rows: list[dict[str, Any]] = [row(0, 9)]
     errors: list[BaseException] = []
     try:
@@ -188,12 +171,14 @@ def test_concurrent_gym_writers_clears_attempts_and_markers(tmp_path: Path, back
         server.stop()
 
 
-def test_sigkill_of_the_follower_loses_and_duplicates_nothing(tmp_path: Path, backend: str) -> None:
+def test_sigkill_of_the_follower_loses_and_duplicates_nothing(
+    tmp_path: Path, database_url: str
+) -> None:
     from nemo_gym.base_responses_api_model import CaptureStore
 
     capture_dir = tmp_path / "captures"
     store = CaptureStore(capture_dir)
-    server = follower_server(tmp_path, backend, capture_dir).start()
+    server = follower_server(tmp_path, database_url, capture_dir).start()
     # Three phases per writer: while the follower runs, while it is down (after its SIGKILL),
     # and while it catches up after the restart.
     phases = [threading.Event() for _ in range(3)]

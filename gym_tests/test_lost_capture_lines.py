@@ -30,10 +30,7 @@ import pytest
 
 from gym_tests.gym_model_server import LoopbackProcess, fake_worker, vllm_model_server
 from gym_tests.support import (
-    create_postgres_database,
-    drop_postgres_database,
     ledger_serve_process,
-    require_postgres,
 )
 from tests.support.server import ServerProcess
 
@@ -99,19 +96,6 @@ def dispatch_and_stop(evidence_run: Run, rollout_id: str) -> tuple[list[str], se
     finally:
         gym.stop()
     return gyms_files(evidence_run.capture_dir, rollout_id)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "postgres":
-        admin = require_postgres()
-        name, url = create_postgres_database(admin)
-        try:
-            yield url
-        finally:
-            drop_postgres_database(admin, name)
-    else:
-        yield f"sqlite+aiosqlite:///{tmp_path / 'ledger-data' / 'ledger.db'}"
 
 
 def call_and_close(port: int, rollout_id: str, n: int) -> int:
