@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls
-from ledger.areas.viewer.rollout_query import TRUNCATING_FINISH
+from ledger.areas.viewer.rollout_query import call_failed, call_truncated
 from ledger.log.tables import events
 
 
@@ -28,11 +28,11 @@ class CaptureStatus:
 
     @property
     def failed(self) -> bool:
-        return self.damaged or self.error_category is not None or (self.status_code or 0) >= 400
+        return call_failed(self.damaged, self.error_category, self.status_code)
 
     @property
     def truncated(self) -> bool:
-        return self.finish_reason in TRUNCATING_FINISH or self.response_status == "incomplete"
+        return call_truncated(self.finish_reason, self.response_status)
 
     def text(self) -> str:
         if self.damaged:

@@ -44,6 +44,16 @@ MANIFEST_SHOWN = 1000
 TRUNCATING_FINISH = ("length", "max_tokens", "max_output_tokens")
 
 
+def call_failed(damaged: bool, error_category: str | None, status_code: int | None) -> bool:
+    """A captured call that failed (what ``FAILED`` says in SQL)."""
+    return damaged or error_category is not None or (status_code or 0) >= 400
+
+
+def call_truncated(finish_reason: str | None, response_status: str | None) -> bool:
+    """A captured call cut short (what ``TRUNCATED`` says in SQL)."""
+    return finish_reason in TRUNCATING_FINISH or response_status == "incomplete"
+
+
 class InvalidRolloutQuery(ValueError):
     """A bad query parameter of the rollout page (the message names it)."""
 
@@ -85,11 +95,11 @@ class Call:
 
     @property
     def failed(self) -> bool:
-        return self.damaged or self.error_category is not None or (self.status_code or 0) >= 400
+        return call_failed(self.damaged, self.error_category, self.status_code)
 
     @property
     def truncated(self) -> bool:
-        return self.finish_reason in TRUNCATING_FINISH or self.response_status == "incomplete"
+        return call_truncated(self.finish_reason, self.response_status)
 
 
 @dataclass(frozen=True)
