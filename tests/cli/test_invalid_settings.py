@@ -28,19 +28,18 @@ def run_ledger(
         (
             ("serve", "--port", "70000"),
             {},
-            "invalid setting port (LEDGER_PORT or its option): Input should be less than or "
-            "equal to 65535",
+            "settings.port: Input should be less than or equal to 65535 (set by an option or "
+            "its LEDGER_ variable)",
         ),
         (
             ("serve",),
             {"LEDGER_SQL_MAX_ROWS": "0"},
-            "invalid setting sql_max_rows (LEDGER_SQL_MAX_ROWS or its option): Input should be "
-            "greater than or equal to 1",
+            "settings.sql_max_rows: Input should be greater than or equal to 1",
         ),
         (
             ("serve",),
             {"LEDGER_OTLP_ENDPOINT": "not-a-url"},
-            "invalid settings: Value error, an OTLP endpoint is an http(s) URL; got 'not-a-url'",
+            "settings: an OTLP endpoint is an http(s) URL; got 'not-a-url'",
         ),
     ],
 )

@@ -13,6 +13,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 
 from ledger.app.config import Settings
+from ledger.app.http.body import describe_validation_error
 from ledger.log.errors import LedgerError, LogDamaged
 
 T = TypeVar("T")
@@ -63,23 +64,10 @@ def settings_from(ctx: click.Context, **overrides: Any) -> Settings:
     try:
         return Settings(**base)
     except ValidationError as exc:
-        raise click.UsageError(describe_settings_error(exc), ctx) from None
-
-
-def describe_settings_error(exc: ValidationError) -> str:
-    """``invalid setting port (LEDGER_PORT or its option): Input should be ...``, at most
-    the first five, each cut short."""
-    lines = []
-    for error in exc.errors(include_url=False, include_input=False)[:5]:
-        message = str(error["msg"])[:200]
-        if not error["loc"]:  # a rule across settings
-            lines.append(f"invalid settings: {message}")
-            continue
-        name = ".".join(str(part) for part in error["loc"])[:80]
-        env = f"LEDGER_{str(error['loc'][0]).upper()}"
-        lines.append(f"invalid setting {name} ({env} or its option): {message}")
-    more = exc.error_count() - len(lines)
-    return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
+        detail = describe_validation_error(exc, "settings")
+        raise click.UsageError(
+            f"{detail} (set by an option or its LEDGER_ variable)", ctx
+        ) from None
 
 
 def database_options(command: F) -> F:

@@ -21,6 +21,7 @@ from collections import deque
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ledger.app.http.limits import declared_length
 from ledger.app.http.middleware_replies import send_detail
 
 # Bodies up to this size are not counted (a capture is a few KiB, a batch of 100 a few hundred).
@@ -67,13 +68,6 @@ class ByteBudget:
             self._waiting.popleft()
             self.in_use += amount
             turn.set_result(None)
-
-
-def declared_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            return int(value) if value.isdigit() else None
-    return None
 
 
 class LargeBodyBudget:

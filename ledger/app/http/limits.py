@@ -21,6 +21,14 @@ class _TooLarge(HTTPException):
         super().__init__(413, f"request body exceeds the limit of {max_bytes} bytes")
 
 
+def declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length, or None when it has none (or not a number)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
 class BodySizeLimit:
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
@@ -34,10 +42,10 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._reject(send)
-                return
+        declared = declared_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._reject(send)
+            return
         received = 0
         started = False
         exceeded = False
