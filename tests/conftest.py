@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.log.store import LedgerStore
@@ -24,6 +25,14 @@ from tests.support.templates import (
     migrated_postgres_template,
     migrated_sqlite_template,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The `ledger serve` processes the suite starts run the views' follower in-server: a
+    projector process per server costs a second of imports each, hundreds of times. The suites
+    that are about processes (the projector's own, the crash soak, the fence race) ask for the
+    product's default, the process, with LEDGER_PROJECTOR=process."""
+    os.environ.setdefault("LEDGER_PROJECTOR", "in-server")
 
 
 # scripts/test runs the suite on two pytest-xdist workers (--dist loadgroup). The slow tests,
@@ -83,7 +92,7 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[LedgerStore]:
-    opened = LedgerStore(database_url, default_catalogue(), default_projectors())
+    opened = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await opened.open()
     try:
         yield opened
@@ -97,6 +106,9 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
         data_dir=tmp_path / "data",
         database_url=database_url,
         control_token="control-secret",
+        # The in-process apps keep their views with a follower task; the tests that start
+        # `ledger serve` run the projector process, the default.
+        projector="in-server",
     )
 
 
@@ -107,10 +119,28 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
         yield application
 
 
+async def views_caught_up(app: FastAPI) -> None:
+    """Wait until the app's views have applied every event appended so far."""
+    ledger = app.state.ledger
+    await ledger.freshness.wait_for_seq(await ledger.store.head_seq())
+
+
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app over ASGI. After each write the client waits for the views to catch up, so a
+    test's run-level reads (summaries, SQL views, export) see what it wrote: they answer from
+    the views as they are, by design (tests/api/test_freshness.py pins that rule itself)."""
+
+    async def after_writes(response: httpx.Response) -> None:
+        if response.request.method not in ("GET", "HEAD"):
+            await views_caught_up(app)
+
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+    async with httpx.AsyncClient(
+        transport=transport,
+        base_url="http://localhost",
+        event_hooks={"response": [after_writes]},
+    ) as http:
         yield http
 
 

@@ -2,8 +2,9 @@
 
 An area (captures, lineage, observations, ...) keeps its events, tables, projection, service,
 routes, mirror part, importer, CLI and client in its own package and describes them here. The
-app is built from ``ledger.app.areas.areas()``: the event catalogue, the projector list (and so
-the schema alembic compares), the mirror follower's areas, the HTTP routers and the CLI.
+app is built from ``ledger.app.areas.areas()``: the event catalogue, the write side's projectors
+and the views that follow the log, the schema alembic compares, the mirror follower's areas, the
+HTTP routers and the CLI.
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ class Area:
     # Its tables (on the shared metadata): listed so the schema alembic compares is built from
     # the areas, not from a registry of its own.
     tables: Sequence[Table] = ()
+    # The write side's projections: the state its commands decide against, updated in the
+    # append's transaction (a command reads them through ``tx``).
     projectors: Callable[[ProjectionOptions], list[Projector]] = _no_projectors
+    # The read side's projections: views no command reads, which follow the log from a
+    # checkpoint (log/projection_follower.py), behind the acknowledgement.
+    views: Callable[[ProjectionOptions], list[Projector]] = _no_projectors
     # The surfaces, by module name, imported when the app, the CLI or the mirror is built and
     # not when the area is listed: a migration or a store needs the events and tables only,
     # and a route or a command may import the composition root itself. A routes module has a

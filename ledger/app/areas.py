@@ -1,9 +1,9 @@
 """The one list of areas the app is built from, and what the composition root derives from it.
 
 Order matters: projectors run for each event, and flush at the end of a command, in area order.
-The kernel's ``rollouts`` comes first (every area reads it); observations come after captures,
-since its records are recomputed from the capture projection, and its ``flush`` reads by SQL
-the rows the earlier flushes write (``rollouts``, ``capture_state``).
+The kernel's ``rollouts`` comes first (every area reads it). The write side's projectors all run
+before any view: a view (the observations' records, recomputed from the capture projection)
+reads write-side rows, which the log's followers find already written up to the head.
 """
 
 from __future__ import annotations
@@ -35,12 +35,25 @@ def default_catalogue(extra: list[EventType] | None = None) -> Catalogue:
     return Catalogue([*(t for area in areas() for t in area.event_types), *(extra or [])])
 
 
-def default_projectors(*, check_templates: bool = False) -> list[Projector]:
-    """Every projection, in area order. ``check_templates=True`` (``ledger verify``) makes the
-    observations projection also rebuild every capture-only record in full and keep its
-    template only if it gives the same record (areas/observations/record_pieces.py)."""
-    options = ProjectionOptions(check_templates=check_templates)
+def write_side_projectors() -> list[Projector]:
+    """The projections the append keeps current in its own transaction (commands read them)."""
+    options = ProjectionOptions()
     return [p for area in areas() for p in area.projectors(options)]
+
+
+def view_projectors(*, check_templates: bool = False) -> list[Projector]:
+    """The projections that follow the log (log/projection_follower.py), in area order.
+    ``check_templates=True`` (``ledger verify``) makes the observations projection also rebuild
+    every capture-only record in full and keep its template only if it gives the same record
+    (areas/observations/record_pieces.py)."""
+    options = ProjectionOptions(check_templates=check_templates)
+    return [p for area in areas() for p in area.views(options)]
+
+
+def default_projectors(*, check_templates: bool = False) -> list[Projector]:
+    """Every projection, the write side's then the views: what ``ledger verify`` and a
+    rebuild replay from seq 0."""
+    return [*write_side_projectors(), *view_projectors(check_templates=check_templates)]
 
 
 def default_mirror_areas() -> list[MirrorArea]:

@@ -14,10 +14,17 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_mirror_areas,
+    default_projectors,
+    view_projectors,
+    write_side_projectors,
+)
 from ledger.app.config import Settings
 from ledger.app.core_service import CoreService
 from ledger.app.metrics import LedgerMetrics
+from ledger.app.projector import ProjectorProcess
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.follower import HealthFollower
@@ -35,8 +42,10 @@ from ledger.log.checkpoint_key import load_or_create_signing_key, load_signing_k
 from ledger.log.checkpoint_publisher import CheckpointPublisher
 from ledger.log.engines import Synchronous, create_async_db_engine
 from ledger.log.errors import UnsafeConfiguration
+from ledger.log.freshness import Freshness
 from ledger.log.integrity import store_problems
 from ledger.log.private_files import make_private_dir
+from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.projector import Projector
 from ledger.log.rebuild import (
     RebuildReport,
@@ -91,6 +100,8 @@ class Ledger:
     captures: CaptureService
     lineage: LineageService
     observations: ObservationService
+    freshness: Freshness
+    projector: ProjectionFollower | ProjectorProcess | None = None
     mirror: MirrorFollower | None = None
     followers: list[CaptureDirFollower] = field(default_factory=list)
     health: HealthFollower | VerdictGauges | None = None
@@ -106,6 +117,8 @@ class Ledger:
             await self.health.stop()
         if self.mirror is not None:
             await self.mirror.stop()
+        if self.projector is not None:
+            await self.projector.stop()
         if self.checkpoints is not None:
             # After the writers above: the last checkpoint names the head they left.
             await self.checkpoints.stop()
@@ -124,12 +137,13 @@ def build_store(
     metrics: LedgerMetrics | None = None,
     projectors: Sequence[Projector] | None = None,
 ) -> LedgerStore:
-    """The store for ``settings``. ``projectors`` defaults to every projection; a subset is for
-    diagnostics only (benchmarks/ingest_server.py): the missing projections go stale."""
+    """The store for ``settings``. ``projectors`` defaults to the write side's projections (the
+    views follow the log: ``projector_for``); a subset is for diagnostics only
+    (benchmarks/ingest_server.py): the missing projections go stale."""
     return LedgerStore(
         settings.resolved_database_url,
         default_catalogue(),
-        default_projectors() if projectors is None else projectors,
+        write_side_projectors() if projectors is None else projectors,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
         max_batch=settings.writer_max_batch,
@@ -183,6 +197,16 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
             else HealthFollower(store, metrics=metrics)
         )
         await health.start()
+    projector = build_projector(settings, store) if writes else None
+    if projector is not None:
+        await projector.start()
+    freshness = Freshness(
+        store,
+        [view.name for view in view_projectors()],
+        # Serving reads only, nothing moves the views: a read answers with what they hold.
+        bound_s=settings.views_wait_s if writes else 0.0,
+        moved=projector.moved if isinstance(projector, ProjectionFollower) else None,
+    )
     otlp = build_otlp_export(settings, store, metrics) if writes else None
     if otlp is not None:
         await otlp.start()
@@ -194,13 +218,31 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         control_token=control_token,
         captures=CaptureService(store),
         lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
-        observations=ObservationService(store),
+        observations=ObservationService(store, freshness),
+        freshness=freshness,
+        projector=projector,
         mirror=mirror,
         followers=followers,
         health=health,
         checkpoints=checkpoints,
         otlp=otlp,
     )
+
+
+def build_projector(
+    settings: Settings, store: LedgerStore
+) -> ProjectionFollower | ProjectorProcess:
+    """What keeps the views current: the projector process (the default) or, in-server, a
+    follower on this process's own store."""
+    if settings.projector == "process":
+        return ProjectorProcess(settings)
+    return ProjectionFollower(store, view_projectors())
+
+
+async def catch_up_views(store: LedgerStore) -> int:
+    """Bring the views to the head now (a command that wrote with no server running:
+    ``ledger import``, the CLI's writes); the events applied."""
+    return await ProjectionFollower(store, view_projectors()).catch_up()
 
 
 def build_otlp_export(
@@ -244,11 +286,13 @@ def build_otlp_export(
 
 @asynccontextmanager
 async def opened_store(settings: Settings) -> AsyncIterator[LedgerStore]:
-    """The store, open for the length of a command (``ledger import``, ``retire``, ...)."""
+    """The store, open for the length of a command (``ledger import``, ``retire``, ...). What
+    the command wrote is in the views when it ends, whether or not a server runs a projector."""
     store = build_store(settings)
     await store.open()
     try:
         yield store
+        await catch_up_views(store)
     finally:
         await store.close()
 

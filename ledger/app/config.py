@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     large_bodies_in_flight_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     events_page_max: int = Field(default=1000, ge=1)
     mirror_enabled: bool = True
+    # Who keeps the views current (ledger/app/projector.py): a process of its own beside the
+    # server, or a task of the server's own process.
+    projector: Literal["process", "in-server"] = Field(
+        default="process", description="run the projector in a process of its own, or in-server"
+    )
+    # How long a rollout's read waits for the views to reach its last event (log/freshness.py).
+    views_wait_s: float = Field(
+        default=10.0, ge=0, le=3600, description="seconds a read waits for the views"
+    )
     # The health follower (areas/health/follower.py) keeps health_findings current in serve.
     health_findings_enabled: bool = True
     # `ledger sql`: a query left running pins a read snapshot (the WAL grows behind it).

@@ -12,6 +12,7 @@ from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.tables import events, log_identity, rollouts
+from ledger.log.view_checkpoints import view_checkpoints
 from ledger.mirror.tables import mirror_checkpoints
 
 
@@ -22,7 +23,14 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
 CORE = Area(
     name="core",
     event_types=[*rollout_events.EVENT_TYPES, *compaction.EVENT_TYPES],
-    tables=(events, rollouts, log_identity, mirror_checkpoints, projection_versions),
+    tables=(
+        events,
+        rollouts,
+        log_identity,
+        mirror_checkpoints,
+        projection_versions,
+        view_checkpoints,
+    ),
     projectors=_projectors,
     route_modules=(
         "ledger.app.http.health",

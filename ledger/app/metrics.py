@@ -51,6 +51,16 @@ class LedgerMetrics:
             "Age of the oldest event not yet written to the JSONL mirror",
             registry=self.registry,
         )
+        self.views_projected_seq = Gauge(
+            "ledger_views_projected_seq",
+            "Seq every view (a projection that follows the log) has applied",
+            registry=self.registry,
+        )
+        self.views_behind_events = Gauge(
+            "ledger_views_behind_events",
+            "Events of the log the views have yet to apply",
+            registry=self.registry,
+        )
         self.checkpoint_seq = Gauge(
             "ledger_checkpoint_seq",
             "Seq of the last signed checkpoint this process published",
@@ -165,6 +175,10 @@ class LedgerMetrics:
         for verdict, count in by_verdict.items():
             self.rollouts_by_verdict.labels(verdict=verdict).set(count)
         self.health_findings_behind.set(behind)
+
+    def set_views_progress(self, projected: int, behind: int) -> None:
+        self.views_projected_seq.set(projected)
+        self.views_behind_events.set(behind)
 
     def set_mirror_lag(self, events: int, seconds: float) -> None:
         self.mirror_lag_events.set(events)

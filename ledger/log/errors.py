@@ -103,6 +103,13 @@ class WriterStopped(StorageUnavailable):
     pass
 
 
+class ViewsBehind(StorageUnavailable):
+    """The views have not reached what a read must reflect within the wait's bound
+    (log/freshness.py): the read may be tried again after ``retry_after_s``."""
+
+    retry_after_s = 1
+
+
 class LogDamaged(LedgerError):
     """The log lacks what a check needs (an event a projection points at): ``verify`` and
     ``mirror verify`` report it as a FAIL line."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from sqlalchemy import Connection, delete, text
+from sqlalchemy import Connection, delete, text, update
 
 from ledger.log.engines import (
     Synchronous,
@@ -32,6 +33,7 @@ from ledger.log.projection_versions import record_versions, recorded_versions, s
 from ledger.log.projector import Projector
 from ledger.log.replay import Replay, pages_of
 from ledger.log.verify import ChecksAtEnd
+from ledger.log.view_checkpoints import view_checkpoints
 from ledger.log.writer import APPEND_LOCK_KEY, AsyncEngineRunner, BatchRunner, SQLiteRunner
 from ledger.log.writer_lock import WriterLock
 
@@ -81,6 +83,8 @@ def rebuild_in_transaction(
     for projector in checks_at_end:
         projector.check_at_end(conn)
     record_versions(conn, projectors)
+    # Every view now holds the whole log: its checkpoint says so (view_checkpoints.py).
+    conn.execute(update(view_checkpoints).values(seq=replay.last_seq, updated_at=datetime.now(UTC)))
     report.events = replay.events
     report.seconds = time.perf_counter() - started
     return report

@@ -25,7 +25,9 @@ upgrade`` runs the same replay on the live tables to rebuild stale projections i
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from sqlalchemy import Connection, Row, Table, select
+from sqlalchemy import Connection, Row, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.log.canonical import parse_json, sha256_hex
@@ -43,6 +45,7 @@ from ledger.log.projector import Projector
 from ledger.log.records import as_utc
 from ledger.log.replay import Replay, scratch_database
 from ledger.log.tables import events
+from ledger.log.view_checkpoints import view_checkpoints
 
 Progress = Callable[[int], None]
 # What the log is read from: an engine (a short transaction per page) or a connection.
@@ -50,6 +53,9 @@ LogSource = AsyncEngine | AsyncConnection
 
 DEFAULT_PAGE = 2000
 _COMPARE_CHUNK = 1000
+
+# Between two looks at views behind the log, while verify waits for a projector.
+VIEWS_POLL_S = 0.05
 
 
 @runtime_checkable
@@ -185,6 +191,7 @@ async def verify_projections(
     progress: Progress | None = None,
     batch: int = DEFAULT_PAGE,
     per_event: bool = False,
+    views_wait_s: float = 30.0,
 ) -> ProjectionReport:
     """Rebuild every projection from seq 0 into a scratch SQLite file and compare it with the
     live tables. ``per_event``: replay in the writer's order, one ``apply`` per event and
@@ -210,19 +217,46 @@ async def verify_projections(
         for projector in checks_at_end:
             projector.check_at_end(scratch_conn)
         # The events appended meanwhile and the live tables, in one snapshot.
-        async with _final_snapshot(source) as conn:
-            while rows := await _page(conn, replay.last_seq, batch):
-                replay.apply_page(rows)
-                if progress is not None:
-                    progress(len(rows))
-            for projector in checks_at_end:
-                projector.check_at_end(scratch_conn)
-            for table in tables:
-                difference = await _compare(conn, scratch_conn, table)
-                if difference is not None:
-                    report.differences.append(difference)
+        # The views follow the log (projection_follower.py): the live tables are compared in a
+        # snapshot where they have reached its head. Behind it, another snapshot is taken a
+        # moment later, while a projector catches up, up to ``views_wait_s``.
+        deadline = time.monotonic() + views_wait_s
+        names = [projector.name for projector in projectors]
+        while True:
+            async with _final_snapshot(source) as conn:
+                while rows := await _page(conn, replay.last_seq, batch):
+                    replay.apply_page(rows)
+                    if progress is not None:
+                        progress(len(rows))
+                for projector in checks_at_end:
+                    projector.check_at_end(scratch_conn)
+                behind = await conn.run_sync(views_behind, replay.last_seq, names)
+                retry = behind and isinstance(source, AsyncEngine)
+                if not behind:
+                    for table in tables:
+                        difference = await _compare(conn, scratch_conn, table)
+                        if difference is not None:
+                            report.differences.append(difference)
+                elif not retry or time.monotonic() >= deadline:
+                    report.differences.append(
+                        f"views: {behind} events behind the log (is a projector running? "
+                        "`ledger project` brings them to the head)"
+                    )
+                    retry = False
+            if not retry:
+                break
+            await asyncio.sleep(VIEWS_POLL_S)
         report.events = replay.events
     return report
+
+
+def views_behind(conn: Connection, head: int, names: Sequence[str]) -> int:
+    """How many events of the log up to ``head`` the slowest of the views ``names`` (the
+    projections among them that follow the log) has yet to apply."""
+    reached = conn.execute(
+        select(func.min(view_checkpoints.c.seq)).where(view_checkpoints.c.projection.in_(names))
+    ).scalar()
+    return 0 if reached is None else max(head - int(reached), 0)
 
 
 @asynccontextmanager

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import (
     LedgerError,
     StorageDamaged,
@@ -163,6 +164,8 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._rollouts = RolloutCache()
+        # Notified after each commit that appended events (log/commit_signal.py).
+        self.commits = CommitSignal()
         # Set when the database reports damage: from then on no command is run (a damaged
         # file must not take more writes) and /readyz fails, until the store is restored.
         self.damaged: str | None = None
@@ -235,6 +238,8 @@ class Writer:
             return
         if self._metrics is not None:
             self._metrics.observe_batch(len(batch), time.perf_counter() - started, result.events)
+        if result.events:
+            self.commits.notify()
         for pending, outcome in zip(batch, result.outcomes, strict=True):
             if pending.future.done():
                 continue

@@ -23,7 +23,11 @@ async def test_healthz(client: httpx.AsyncClient) -> None:
 async def test_readyz_at_head(client: httpx.AsyncClient) -> None:
     response = await client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "revision": migrate.head_revision()}
+    assert response.json() == {
+        "status": "ready",
+        "revision": migrate.head_revision(),
+        "views": {"projected_seq": 0, "head_seq": 0, "behind": 0},
+    }
 
 
 async def test_readyz_is_503_when_the_database_is_behind(
@@ -77,6 +81,10 @@ async def test_metrics_report_the_writer(settings: Settings) -> None:
     quiet = settings.model_copy(update={"mirror_enabled": False, "health_findings_enabled": False})
     async with running_app(quiet) as (app, client):
         store = ledger_of(app).store
+        # So does the views' follower (in-server here): stopped, so that only appends count.
+        projector = ledger_of(app).projector
+        assert projector is not None
+        await projector.stop()
         await asyncio.gather(
             *(store.append(NewEvent(ROLLOUT_RETIRED, {}, f"r{n}")) for n in range(5))
         )

@@ -1,4 +1,5 @@
-"""``create_app(settings, projectors)``: the ingest diagnostics' server with a projector subset."""
+"""``create_app(settings, projectors)``: the ingest diagnostics' server with a subset of the write
+side's projectors (the views follow the log whatever the subset)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,25 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from ledger.app.areas import default_projectors
+from ledger.app.areas import write_side_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
+from ledger.areas.evidence.tables import evidence_calls
 from ledger.areas.observations.tables import observation_records
 from tests.api.support import ledger_of
 from tests.support.exchanges import chat_exchange
 
 
 @pytest.mark.parametrize(
-    ("left_out", "observation_rows"),
-    [pytest.param(set(), 1, id="default"), pytest.param({"observations"}, 0, id="subset")],
+    ("left_out", "evidence_rows"),
+    [pytest.param(set(), 1, id="default"), pytest.param({"evidence"}, 0, id="subset")],
 )
 async def test_create_app_serves_and_appends_with_the_given_projectors(
-    settings: Settings, left_out: set[str], observation_rows: int
+    settings: Settings, left_out: set[str], evidence_rows: int
 ) -> None:
     projectors = None
     if left_out:
-        projectors = [p for p in default_projectors() if p.name not in left_out]
+        projectors = [p for p in write_side_projectors() if p.name not in left_out]
     application = create_app(settings, projectors)
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
@@ -33,7 +35,10 @@ async def test_create_app_serves_and_appends_with_the_given_projectors(
             )
             listed = await http.get("/v1/rollouts/r1/model-calls")
         store = ledger_of(application).store
+        await ledger_of(application).freshness.wait_for_seq(await store.head_seq())
         async with store.read() as conn:
+            observed = await conn.execute(select(func.count()).select_from(evidence_calls))
+            stored_rows = observed.scalar_one()
             observed = await conn.execute(select(func.count()).select_from(observation_records))
             stored_records = observed.scalar_one()
 
@@ -47,7 +52,9 @@ async def test_create_app_serves_and_appends_with_the_given_projectors(
     # The captures projection ran in both: the call is listed.
     assert [call["model_call_id"] for call in listed.json()["calls"]] == ["call-a"]
     assert [p.name for p in store.projectors] == [
-        p.name for p in default_projectors() if p.name not in left_out
+        p.name for p in write_side_projectors() if p.name not in left_out
     ]
-    # The observations projection ran only when it was in the list.
-    assert stored_records == observation_rows
+    # The evidence projection ran only when it was in the list; the observations view follows
+    # the log in both.
+    assert stored_rows == evidence_rows
+    assert stored_records == 1

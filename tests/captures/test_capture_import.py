@@ -8,7 +8,11 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_mirror_areas,
+    write_side_projectors,
+)
 from ledger.app.cli.main import main
 from ledger.areas.captures.service import CaptureService
 from ledger.gym.capture_lines import serialize_capture_line
@@ -68,7 +72,7 @@ async def test_import_follows_gym_tolerant_read_and_is_idempotent(
     assert "1 incomplete markers" in first.output
     assert "skipped .hidden.capture.jsonl" in first.output
 
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)
@@ -116,7 +120,7 @@ async def test_import_keeps_a_reused_id_with_other_content_as_evidence(
     result = await _import(database_url, tmp_path, directory)
     assert result.exit_code == 0, result.output
     assert "1 lines reuse a model_call_id" in result.output
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         attachment = await CaptureService(store).attachment("r1", payloads=False)

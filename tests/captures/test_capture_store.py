@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.service import CaptureService
 from ledger.log.adhoc import run_readonly_query
 from ledger.log.records import NewEvent
@@ -37,6 +38,7 @@ async def test_projections_rebuild_identically_after_every_kind_of_event(
     await captures.withdraw_pending("r2", "gone")
     await store.append(NewEvent(ROLLOUT_DELETED, {"had_rows": True}, rollout_id="r1"))
     await captures.append("r1", chat_exchange(model_call_id="a"))
+    await catch_up_views(store)
     async with store.read() as conn:
         report = await verify_projections(conn, default_catalogue(), default_projectors())
     assert report.ok, report.differences

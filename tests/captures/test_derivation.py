@@ -54,7 +54,21 @@ def test_derived_at_a_position_is_the_record_built_at_that_position(
 
 def test_prepare_exchange_hands_the_derivation_to_the_writer() -> None:
     prepared = prepare_exchange("r1", EXCHANGES[0])
-    assert prepared.payload.derived == derive_call(prepared.exchange)
+    # The capture projection's part only: the views derive the rest from the event.
+    assert prepared.payload.derived == derive_call(prepared.exchange, for_views=False)
+
+
+@pytest.mark.parametrize("exchange", EXCHANGES)
+def test_the_append_s_derivation_is_the_full_one_without_the_views_part(
+    exchange: dict[str, Any],
+) -> None:
+    full, append = derive_call(exchange), derive_call(exchange, for_views=False)
+    assert (append.columns, append.record, append.record_plain) == (
+        full.columns,
+        full.record,
+        full.record_plain,
+    )
+    assert append.call is None and append.trajectory_entry is None
 
 
 async def test_captures_through_the_service_rebuild_identically(store: LedgerStore) -> None:

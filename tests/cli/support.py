@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 from sqlalchemy import text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.cli.main import main
 from ledger.log.engines import create_async_db_engine
 from ledger.log.records import NewEvent
@@ -27,7 +27,7 @@ def invoke(database_url: str, *args: str) -> Result:
 
 async def append_events(database_url: str, count: int, *, first: int = 0) -> None:
     """Append ``count`` events of the default catalogue (so `ledger verify` can decode them)."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         for index in range(first, first + count):

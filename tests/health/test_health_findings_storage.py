@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection, inspect, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.tables import health_findings
 from ledger.log import migrate
@@ -30,12 +31,13 @@ def _append(tx: WriteTransaction, planned: list[PlannedRollout]) -> int:
 
 
 async def _seed_and_follow(url: str, rollouts: int, *, follow: bool = True) -> int:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         planned = generate_run(rollouts, seed=21)
         if rollouts:
             await store.execute(lambda tx: _append(tx, planned))
+        await catch_up_views(store)
         return await HealthFollower(store).catch_up() if follow else 0
     finally:
         await store.close()

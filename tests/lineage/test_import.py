@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.cli.main import main
 from ledger.areas.lineage.service import LineageService
 from ledger.gym.lineage import RolloutManifest, build_manifest
@@ -54,7 +54,7 @@ def run_import(database_url: str, directory: Path) -> str:
 
 async def imported_state(database_url: str) -> tuple[int, dict[str, object]]:
     """The head seq, and each rollout's manifest (or "retired")."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         service = LineageService(store)

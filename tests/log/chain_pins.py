@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
@@ -92,7 +92,7 @@ async def record(database_url: str) -> list[tuple[int, str, str]]:
     clock = fixed_clock()
     transaction._now = lambda: next(clock)
     await migrate.upgrade(database_url)
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         return await scenario(store)

@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.metrics import LedgerMetrics
 from ledger.log.engines import sqlite_path
 from ledger.log.errors import StorageUnavailable
@@ -39,7 +39,7 @@ NOTES = [EventType("test.note", Note), EventType("test.refused", Note)]
 @pytest.fixture
 async def notes(database_url: str) -> AsyncIterator[LedgerStore]:
     store = LedgerStore(
-        database_url, default_catalogue(NOTES), default_projectors(), metrics=LedgerMetrics()
+        database_url, default_catalogue(NOTES), write_side_projectors(), metrics=LedgerMetrics()
     )
     await store.open()
     try:

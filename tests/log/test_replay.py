@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Connection, Table, select, text
 
 import ledger.areas.observations.projection as observations_projection
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
 from ledger.areas.captures.derivation import derive_call
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED
 from ledger.log.engines import create_async_db_engine
@@ -39,7 +39,7 @@ PAGE = 7
 
 
 async def _write_varied(url: str) -> None:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         await write_varied_log(store, SHAPE)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from ledger.app.areas import default_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.service import append_one, prepare_exchange
 from ledger.areas.captures.tables import capture_calls, capture_state
 from ledger.areas.lineage import queries as lineage
@@ -62,6 +63,7 @@ async def test_delete_then_reuse_in_one_command(store: LedgerStore) -> None:
     assert removed == ids
     assert all(rows == [] for rows in after_delete.values()), after_delete
     kept = [(rollout_id, 1, 1) for rollout_id in ids[2:]]
+    await catch_up_views(store)
     async with store.read() as conn:
         at_end = await conn.run_sync(_counts)
     assert at_end == {

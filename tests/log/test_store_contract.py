@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import IdempotencyConflict, InvalidPayload, UnknownEventKind
 from ledger.log.events import EventType
@@ -31,7 +31,7 @@ NOTE = EventType("test.note", Note)
 
 @pytest.fixture
 async def notes_store(database_url: str) -> AsyncIterator[LedgerStore]:
-    opened = LedgerStore(database_url, default_catalogue([NOTE]), default_projectors())
+    opened = LedgerStore(database_url, default_catalogue([NOTE]), write_side_projectors())
     await opened.open()
     try:
         yield opened

@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import event
 
 import ledger.areas.observations.projection as observations_projection
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, default_projectors, view_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.service import CaptureService
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
+from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_chain, verify_projections
 from tests.log.record_builds import count_record_builds
@@ -50,6 +52,9 @@ async def test_verify_holds_no_transaction_between_pages_while_the_log_grows(
     store: LedgerStore, database_url: str
 ) -> None:
     await _capture(store, 35)
+    # The views follow the log as a projector keeps them, while it grows.
+    follower = ProjectionFollower(store, view_projectors())
+    await follower.start()
     engine = create_async_db_engine(database_url, read_only=True, null_pool=True)
     checked_out = CheckedOut()
     checked_out.attach(engine)
@@ -76,6 +81,7 @@ async def test_verify_holds_no_transaction_between_pages_while_the_log_grows(
         )
     finally:
         await engine.dispose()
+        await follower.stop()
     assert chain.ok, chain.problem
     assert chain.events >= 35
     assert report.ok, report.differences
@@ -93,6 +99,7 @@ async def test_verify_rebuilds_a_long_rollouts_record_once(
     # One capture per command: the writer flushed 60 times. The full rebuild of the record
     # (what made verify quadratic) must run once, on the final rows.
     await _capture(store, 60)
+    await catch_up_views(store)
     full_rebuilds = count_record_builds(monkeypatch)
     async with store.read() as conn:
         report = await verify_projections(
@@ -106,6 +113,7 @@ async def test_verify_still_reports_a_template_that_does_not_give_the_full_recor
     store: LedgerStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await _capture(store, 12)
+    await catch_up_views(store)
     # A template that fills to something else than the full record (an assembler bug).
     monkeypatch.setattr(observations_projection, "fill", lambda template, pieces: template + " ")
     async with store.read() as conn:

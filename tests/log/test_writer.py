@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Engine, event, text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
 from ledger.app.metrics import LedgerMetrics
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine, create_sqlite_writer_engine, is_sqlite_url
@@ -49,7 +49,7 @@ def sample(metrics: LedgerMetrics, name: str) -> float:
 async def metered(database_url: str) -> AsyncIterator[tuple[LedgerStore, LedgerMetrics]]:
     metrics = LedgerMetrics()
     store = LedgerStore(
-        database_url, default_catalogue([NOTE]), default_projectors(), metrics=metrics
+        database_url, default_catalogue([NOTE]), write_side_projectors(), metrics=metrics
     )
     await store.open()
     try:
@@ -157,7 +157,7 @@ async def test_a_commit_failure_fails_the_whole_batch_and_the_writer_goes_on(
         max_batch_bytes=1 << 20,
         metrics=metrics,
     )
-    reader = LedgerStore(database_url, catalogue, default_projectors())
+    reader = LedgerStore(database_url, catalogue, write_side_projectors())
 
     def append(text: str) -> Any:
         def command(tx: WriteTransaction) -> int:
@@ -199,7 +199,7 @@ async def test_a_commit_failure_fails_the_whole_batch_and_the_writer_goes_on(
 
 
 async def test_execute_after_stop_raises_writer_stopped(database_url: str) -> None:
-    store = LedgerStore(database_url, default_catalogue([NOTE]), default_projectors())
+    store = LedgerStore(database_url, default_catalogue([NOTE]), write_side_projectors())
     with pytest.raises(WriterStopped):
         await store.append(NewEvent("test.note", {"text": "not started"}))
     await store.open()
@@ -223,8 +223,8 @@ async def postgres_url() -> AsyncIterator[str]:
 async def test_two_replicas_append_concurrently_with_a_gapless_chain(postgres_url: str) -> None:
     database_url = postgres_url
     catalogue = default_catalogue([NOTE])
-    replicas = [LedgerStore(database_url, catalogue, default_projectors()) for _ in range(2)]
-    reader = LedgerStore(database_url, catalogue, default_projectors())
+    replicas = [LedgerStore(database_url, catalogue, write_side_projectors()) for _ in range(2)]
+    reader = LedgerStore(database_url, catalogue, write_side_projectors())
     for replica in replicas:
         await replica.open()
     per_replica, appenders, each = 2, 6, 20
@@ -277,12 +277,12 @@ APPENDER_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from ledger.app.areas import default_catalogue
     from ledger.log.rollout_events import ROLLOUT_RETIRED
-    from ledger.app.areas import default_projectors
+    from ledger.app.areas import write_side_projectors
     from ledger.log.records import NewEvent
     from ledger.log.store import LedgerStore
 
     async def main(url: str, name: str, count: int, rendezvous: Path) -> None:
-        store = LedgerStore(url, default_catalogue(), default_projectors())
+        store = LedgerStore(url, default_catalogue(), write_side_projectors())
         await store.open()
         try:
             # Start appending only when both processes are ready, so they really overlap.
@@ -338,7 +338,7 @@ async def test_two_processes_append_to_one_sqlite_file(tmp_path: Path) -> None:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     try:
         stored = await store.events(limit=10 * each)
         assert [e.seq for e in stored] == list(range(1, 2 * each + 1))
@@ -440,8 +440,8 @@ async def test_state_appended_by_another_writer_is_seen(database_url: str) -> No
     """Two writers on one database (replicas, or processes on one SQLite file): what one
     appended is what the other decides on next."""
     catalogue = default_catalogue([NOTE])
-    first = LedgerStore(database_url, catalogue, default_projectors())
-    second = LedgerStore(database_url, catalogue, default_projectors())
+    first = LedgerStore(database_url, catalogue, write_side_projectors())
+    second = LedgerStore(database_url, catalogue, write_side_projectors())
     await first.open()
     await second.open()
     try:

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, inspect, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
-from ledger.app.bootstrap import upgrade_database
+from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.app.bootstrap import catch_up_views, upgrade_database
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.evidence.service import record_intents
 from ledger.areas.lineage.service import LineageService
@@ -48,7 +48,7 @@ def _version(conn: Connection) -> int | None:
 
 
 async def _write(url: str) -> None:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         await LineageService(store).record(
@@ -57,6 +57,7 @@ async def _write(url: str) -> None:
         await record_intents(store, "r1", ["c1", "c2"])
         await CaptureService(store).append("r1", chat_exchange(model_call_id="c1"))
         await CaptureService(store).append("r2", chat_exchange(model_call_id="x"))
+        await catch_up_views(store)
     finally:
         await store.close()
 

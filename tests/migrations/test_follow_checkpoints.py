@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, func, inspect, select
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.follow_tables import capture_follow_files
 from ledger.areas.captures.follower import CaptureDirFollower
 from ledger.gym.capture_lines import serialize_capture_line
@@ -23,7 +23,7 @@ BEFORE = "0007_viewer_indexes"
 
 
 async def _follow_once(url: str, directory: Path) -> CaptureDirFollower:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         follower = CaptureDirFollower(store, directory)

@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, inspect, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.summary_query import summarise_quickly
@@ -36,10 +37,11 @@ def _event_rows(conn: Connection) -> list[tuple[Any, ...]]:
 
 
 async def _caught_up(url: str) -> int:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         return await HealthFollower(store).catch_up()
+        await catch_up_views(store)
     finally:
         await store.close()
 
@@ -51,6 +53,7 @@ async def _quick_answer(url: str) -> bool:
             lambda conn: summarise_quickly(conn, Selection(attempts="all"), (), ())
         )
         return quick is not None
+        await catch_up_views(store)
     finally:
         await store.close()
 
@@ -59,7 +62,7 @@ async def test_0014_down_and_up_with_findings(empty_database_url: str) -> None:
     url = empty_database_url
     await migrate.upgrade(url)
     planned = generate_run(40, seed=3)
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
 
@@ -67,6 +70,7 @@ async def test_0014_down_and_up_with_findings(empty_database_url: str) -> None:
             return sum(append_posts(tx, p) for p in planned)
 
         await store.execute(command)
+        await catch_up_views(store)
     finally:
         await store.close()
     assert await _caught_up(url) == len(planned)

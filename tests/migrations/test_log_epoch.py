@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import insert, inspect, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
 from ledger.log.epoch import read_epoch
@@ -22,7 +22,7 @@ REVISION = "0006_log_epoch"
 
 
 async def _append(url: str, count: int) -> None:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         for n in range(count):

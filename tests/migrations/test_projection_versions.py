@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
 from ledger.app.bootstrap import ensure_database_ready, upgrade_database
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
@@ -28,7 +28,8 @@ from ledger.log.verify import verify_projections
 from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
 
-PROJECTIONS = ["rollouts", "captures", "lineage", "observations", "runs", "evidence"]
+# The write side's projections, then the views that follow the log.
+PROJECTIONS = ["rollouts", "captures", "lineage", "runs", "evidence", "observations"]
 
 
 class RolloutsProjectorV2(RolloutsProjector):
@@ -56,7 +57,7 @@ def _events(conn: Connection) -> list[tuple[Any, ...]]:
 
 
 async def _write_some(url: str) -> None:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)

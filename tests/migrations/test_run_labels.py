@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, inspect, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors
-from ledger.app.bootstrap import upgrade_database
+from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.app.bootstrap import catch_up_views, upgrade_database
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
@@ -43,7 +43,7 @@ def _run_summary(conn: Connection) -> dict[str | None, tuple[Any, ...]]:
 
 
 async def _write(url: str) -> None:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures, results = CaptureService(store), ObservationService(store)
@@ -54,6 +54,7 @@ async def _write(url: str) -> None:
         # r2's label ends with its generation; its id is reused under another run.
         await LineageService(store).delete(["r2"])
         await results.record_result("r2", {"task_id": "t"}, run="run-c")
+        await catch_up_views(store)
     finally:
         await store.close()
 

@@ -9,7 +9,11 @@ import httpx
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_mirror_areas,
+    write_side_projectors,
+)
 from ledger.app.bootstrap import Ledger
 from ledger.app.cli.main import main
 from ledger.app.config import Settings
@@ -84,7 +88,7 @@ async def test_restart_after_a_half_applied_page_converges(
 ) -> None:
     """Lines appended but the checkpoint not advanced (a kill between the two): no duplicate."""
     mirror_dir = tmp_path / "mirror"
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)
@@ -155,7 +159,7 @@ async def test_verify_and_rebuild_commands(
 
 async def test_delete_ends_the_generation_in_the_mirror(database_url: str, tmp_path: Path) -> None:
     mirror_dir = tmp_path / "mirror"
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     follower = build_follower(store=store, mirror_dir=mirror_dir, areas=default_mirror_areas())
     await follower.start()

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_mirror_areas,
+    write_side_projectors,
+)
 from ledger.areas.captures.service import CaptureService
 from ledger.log.epoch import read_epoch, set_epoch
 from ledger.log.store import LedgerStore
@@ -30,7 +34,7 @@ async def test_a_checkpoint_of_another_epoch_makes_the_follower_rebuild(
     database_url: str, tmp_path: Path
 ) -> None:
     mirror_dir = tmp_path / "mirror"
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.areas.captures.service import CaptureService
@@ -32,7 +32,7 @@ def gauge(metrics_text: str, name: str) -> float:
 async def test_the_lag_is_reported_before_the_follower_catches_up(
     database_url: str, tmp_path: Path
 ) -> None:
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)

@@ -10,7 +10,11 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, default_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_mirror_areas,
+    write_side_projectors,
+)
 from ledger.app.bootstrap import Ledger
 from ledger.app.config import Settings
 from ledger.areas.lineage.service import LineageService
@@ -80,7 +84,7 @@ async def test_restart_after_a_half_applied_page_converges(
     database_url: str, tmp_path: Path
 ) -> None:
     mirror_dir = tmp_path / "mirror"
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         lineage = LineageService(store)

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.log.store import LedgerStore
 from tests.support.load import LoadLedger, capture_client
@@ -25,7 +25,7 @@ CAPTURES_PER_CLIENT = 25
 async def assert_each_capture_once(database_url: str, record: LoadLedger) -> None:
     """Every acknowledged capture is stored once at its acknowledged position, positions are
     gapless, and the mirror has caught up."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         captures = CaptureService(store)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.client_connections import client_limits
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
@@ -89,7 +89,7 @@ async def test_sigkill_mid_load_loses_no_acknowledged_capture(tmp_path: Path) ->
     # Restart once more and let the mirror converge.
     with ServerProcess(data_dir=data_dir, database_url=database_url) as server:
         await _resend_unacknowledged(server.base_url, record)
-        store = LedgerStore(database_url, default_catalogue(), default_projectors())
+        store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
         await store.open()
         try:
             await wait_for_mirror(store, within_seconds=120)

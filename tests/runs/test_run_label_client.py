@@ -27,7 +27,7 @@ async def test_the_client_labels_rollouts(database_url: str, tmp_path: Path) -> 
                 run="run-a",
             )
             assert [r["status"] for r in results] == [201, 201]
-            await captures.append_model_call("r3", chat_exchange(model_call_id="c3"))
+            last = await captures.append_model_call("r3", chat_exchange(model_call_id="c3"))
             with pytest.raises(CaptureClientError) as refused:
                 await captures.append_model_call("r1", chat_exchange(), run="run-b")
             assert refused.value.status_code == 409
@@ -35,6 +35,9 @@ async def test_the_client_labels_rollouts(database_url: str, tmp_path: Path) -> 
                 await captures.append_model_call("r1", chat_exchange(), run="a b")
             assert invalid.value.status_code == 422
         async with httpx.AsyncClient(base_url=server.base_url) as http:
-            answer = await http.get("/v1/health", params={"run": "run-a", "attempts": "all"})
+            # A run-level read answers from the views; min_seq waits for them to hold r3.
+            answer = await http.get(
+                "/v1/health", params={"run": "run-a", "attempts": "all", "min_seq": last["seq"]}
+            )
             assert answer.status_code == 200, answer.text
             assert answer.json()["selection"]["matched"] == 2

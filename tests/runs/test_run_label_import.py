@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 from sqlalchemy import text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.cli.main import main
 from ledger.areas.captures.service import CaptureService
 from ledger.gym.capture_lines import serialize_capture_line
@@ -27,7 +27,7 @@ async def _import(database_url: str, tmp_path: Path, *args: str) -> Result:
 
 
 async def _state(database_url: str) -> tuple[dict[str, str], int]:
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     try:
         async with store.read() as conn:
             labels = await conn.execute(text("SELECT rollout_id, run_label FROM run_labels"))
@@ -44,7 +44,7 @@ async def test_import_labels_each_rollout(database_url: str, tmp_path: Path) -> 
         line = serialize_capture_line(chat_exchange(model_call_id=f"{rollout}-c"))
         (directory / f"{rollout}.capture.jsonl").write_text(line + "\n")
     (directory / "r1.capture.incomplete").touch()
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         await CaptureService(store).append("taken", chat_exchange(model_call_id="x"), run="other")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log.store import LedgerStore
 from tests.support.mirror import wait_for_mirror
 
@@ -32,7 +32,7 @@ def ledger_cli(database_url: str, data_dir: Path, *args: str) -> subprocess.Comp
 
 async def mirror_caught_up(database_url: str, *, within_seconds: float = 120.0) -> int:
     """Poll until the running server's mirror reached the head of the log; that seq."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         return await wait_for_mirror(store, within_seconds=within_seconds)

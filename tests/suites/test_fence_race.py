@@ -51,7 +51,8 @@ class Round:
 def servers(tmp_path: Path, database_url: str) -> Iterator[list[ServerProcess]]:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    env = {"LEDGER_CONTROL_TOKEN": TOKEN}
+    # Each server with its projector process, as deployed: two followers on one database.
+    env = {"LEDGER_CONTROL_TOKEN": TOKEN, "LEDGER_PROJECTOR": "process"}
     first = ServerProcess(data_dir=data_dir, database_url=database_url, env=env).start()
     try:
         second = ServerProcess(data_dir=data_dir, database_url=database_url, env=env).start()

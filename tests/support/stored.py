@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.tables import capture_calls
 from ledger.log.store import LedgerStore
 
 
 async def stored_calls(database_url: str) -> dict[str, list[tuple[int, int]]]:
     """model_call_id -> every (seq, call_index) stored for it."""
-    store = LedgerStore(database_url, default_catalogue(), default_projectors())
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         async with store.read() as conn:

@@ -20,10 +20,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.app.areas import view_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.gym.lineage import CommittedRow, FailureRow
+from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 
 MODEL_REF = {"type": "responses_api_models", "name": "policy_model"}
@@ -267,5 +269,18 @@ class VariedLog:
             await asyncio.gather(*(self.rollout(r) for r in range(first, last)))
 
 
+# Events per step of the views' follower while the log is written: small, so that its pages end
+# everywhere, and it reads write-side rows that later events have already changed.
+FOLLOWER_PAGE = 5
+
+
 async def write_varied_log(store: LedgerStore, shape: LogShape, *, concurrently: int = 1) -> None:
-    await VariedLog(store, shape).write(concurrently=concurrently)
+    """Write the log while the views follow it, a few events a step, then bring them to the
+    head: the rows are the views' as a projector keeps them."""
+    follower = ProjectionFollower(store, view_projectors(), page_events=FOLLOWER_PAGE)
+    await follower.start()
+    try:
+        await VariedLog(store, shape).write(concurrently=concurrently)
+    finally:
+        await follower.stop()
+    await follower.catch_up()

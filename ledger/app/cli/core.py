@@ -435,6 +435,34 @@ def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: fl
         Console().print(table)
 
 
+@click.command()
+@click.option(
+    "--serve-child",
+    is_flag=True,
+    hidden=True,
+    help="Run as the projector `ledger serve` started: exit when standard input closes",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@database_options
+@click.pass_context
+def project(ctx: click.Context, serve_child: bool, log_level: str) -> None:
+    """Keep the views current: apply the log's events to every projection that follows it, from
+    its checkpoint, until interrupted (`ledger serve` runs this beside itself)."""
+    from ledger.app.projector import run_projector
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = settings_from(ctx)
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(lambda: run_projector(settings, until_stdin_closes=serve_child))
+
+
 def register(main: click.Group) -> None:
-    for command in (serve, db, verify, events, sql):
+    for command in (serve, project, db, verify, events, sql):
         main.add_command(command)

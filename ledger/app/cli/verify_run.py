@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger.app.areas import default_catalogue, default_projectors
-from ledger.app.bootstrap import opened_reader
+from ledger.app.bootstrap import catch_up_views, opened_reader, opened_store
 from ledger.app.cli.common import err
 from ledger.app.config import Settings
 from ledger.areas.health.findings_verify import verify_findings
@@ -144,11 +144,30 @@ async def run_verify(
             if not await _verify_file(reader.engine):
                 return False  # what follows would read the damaged pages
             checkpoints_ok = await _verify_checkpoints(reader.engine, sources)
-            verified = await _verify(reader.engine, skip_projections=skip_projections)
+            verified = await _verify(
+                reader.engine,
+                skip_projections=skip_projections,
+                catch_up=None if settings.read_only else settings,
+            )
             return checkpoints_ok and verified
 
 
-async def _verify(engine: AsyncEngine, *, skip_projections: bool) -> bool:
+async def _catch_up_views(settings: Settings) -> None:
+    """Bring the views to the head as the projector would (the same code), so that they are
+    compared with the rebuild whether or not a server is running one."""
+    started = time.perf_counter()
+    async with opened_store(settings) as store:
+        applied = await catch_up_views(store)
+    if applied:
+        click.echo(
+            f"ok   views: brought to the head ({applied} events in "
+            f"{time.perf_counter() - started:.2f} s)"
+        )
+
+
+async def _verify(
+    engine: AsyncEngine, *, skip_projections: bool, catch_up: Settings | None
+) -> bool:
     async with engine.connect() as conn:
         total = await head_seq(conn)
         fences = await conn.run_sync(fence_problems)
@@ -170,6 +189,8 @@ async def _verify(engine: AsyncEngine, *, skip_projections: bool) -> bool:
     click.echo("ok   fences: every retire and delete in the log holds in the rollouts' rows")
     if skip_projections:
         return True
+    if catch_up is not None:
+        await _catch_up_views(catch_up)
     started = time.perf_counter()
     with _progress() as progress:
         report = await verify_projections(

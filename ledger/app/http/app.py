@@ -17,14 +17,15 @@ from ledger.app.http.hosts import HostAllowList
 from ledger.app.http.large_bodies import LargeBodyBudget
 from ledger.app.http.limits import BodySizeLimit
 from ledger.app.http.openapi import install_openapi
+from ledger.app.http.projected_seq import ProjectedSeqHeader
 from ledger.app.http.timeouts import BodyReadTimeout
 from ledger.log.collection import settle_server_process
 from ledger.log.projector import Projector
 
 
 def create_app(settings: Settings, projectors: Sequence[Projector] | None = None) -> FastAPI:
-    """The service. ``projectors`` (default: every projection) is for ingest diagnostics only:
-    routes that read a left-out projection serve stale or missing data."""
+    """The service. ``projectors`` (default: the write side's projections) is for ingest
+    diagnostics only: routes that read a left-out projection serve stale or missing data."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,6 +46,8 @@ def create_app(settings: Settings, projectors: Sequence[Projector] | None = None
     )
     install_error_handlers(app)
     install_openapi(app)
+    # Innermost: it only adds a header to the answers of run-level reads.
+    app.add_middleware(ProjectedSeqHeader)
     # Inside the size limit, so an oversized body is refused before it waits its turn.
     app.add_middleware(
         LargeBodyBudget,

@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
-from ledger.log.errors import LedgerError, damage_of
+from ledger.log.errors import LedgerError, ViewsBehind, damage_of
 from ledger.log.log_text import loggable
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,10 @@ def install_error_handlers(app: FastAPI) -> None:
                 loggable(request.url.path),
                 loggable(exc.message),
             )
-        return ErrorResponse({"detail": exc.message}, status_code=exc.status_code)
+        headers = None
+        if isinstance(exc, ViewsBehind):
+            headers = {"Retry-After": str(exc.retry_after_s)}
+        return ErrorResponse({"detail": exc.message}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> ErrorResponse:

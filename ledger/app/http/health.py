@@ -55,7 +55,13 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
         return JSONResponse(
             {"status": "unavailable", "detail": f"database unreachable: {exc}"}, status_code=503
         )
-    body = {"status": "ready", "revision": migrate.head_revision()}
+    projected, head = await ledger.freshness.progress()
+    body: dict[str, object] = {
+        "status": "ready",
+        "revision": migrate.head_revision(),
+        # The views follow the log: how far they are (the projector catches up after a burst).
+        "views": {"projected_seq": projected, "head_seq": head, "behind": head - projected},
+    }
     if ledger.store.read_only:
         body["mode"] = "read-only"
     return JSONResponse(body)
@@ -63,6 +69,7 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
+    await _read_views_progress(ledger)
     if ledger.mirror is not None:
         await _read_mirror_lag(ledger)
     if ledger.otlp is not None:
@@ -82,6 +89,16 @@ async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
             }
         )
     return Response(ledger.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _read_views_progress(ledger: Ledger) -> None:
+    """How far the views are, as the database says now (the projector may be a process)."""
+    try:
+        projected, head = await ledger.freshness.progress()
+    except Exception:
+        log.warning("metrics: the views' progress could not be read", exc_info=True)
+        return
+    ledger.metrics.set_views_progress(projected, max(head - projected, 0))
 
 
 async def _read_otlp_lag(ledger: Ledger) -> None:

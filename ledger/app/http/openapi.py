@@ -34,11 +34,12 @@ DESCRIPTIONS = {
     401: "missing or invalid bearer token",
     404: "not found",
     408: "request body not received in time",
-    409: "conflict: the same id with different content",
+    409: "conflict: the same id with different content, or a min_seq beyond the log's head",
     410: "the rollout is retired",
     413: "request body too large",
     415: "the body is not JSON (content-type must be application/json)",
     422: "invalid body or parameter (the first problems, named)",
+    503: "unavailable: the database, or the views behind past the wait's bound (Retry-After)",
 }
 # Load balancers ask these two without a token; /metrics takes the read or metrics token.
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})

@@ -9,8 +9,9 @@ the two record dumps (``build_model_call_record`` copies its argument into that 
 nothing else depends on it), so ``derive_call`` builds the record at position 0 and the
 projectors put the real position into those dumps (``at_position``).
 
-``prepare_exchange`` derives it while validating the request and hands it to the writer with
-the encoded payload (``EncodedPayload.derived``); a projector applying an event without it (a
+``prepare_exchange`` derives the capture projection's part (the record and its columns) while
+validating the request and hands it to the writer with the encoded payload
+(``EncodedPayload.derived``); a projector applying an event without it (the views' follower, a
 rebuild, ``verify``, the importer) calls ``derive_call`` itself, so the rows are the same
 function of the event either way.
 """
@@ -87,20 +88,25 @@ def trajectory_entry(call: Mapping[str, Any]) -> str | None:
     return compact_json(entry.model_dump(mode="json"))
 
 
-def derive_call(exchange: Any, *, plain: bool = False) -> DerivedCall:
+def derive_call(exchange: Any, *, plain: bool = False, for_views: bool = True) -> DerivedCall:
     """The capture's derivation; by hand where pydantic would change nothing
     (``ledger.gym.plain_dumps``), else through the models. ``plain``: the caller has found the
     whole exchange plain (``is_plain_json``); else its payloads are checked here, once for the
-    entry and the call's stored text both."""
+    entry and the call's stored text both. ``for_views=False`` (the append's, before the
+    writer): only what the capture projection of the write side needs, the record and its
+    columns; the views follow the log and derive the rest from the event."""
     try:
         fields = record_fields(exchange, 0)
     except ValueError:
         return _DAMAGED
     record = plain_dumps.record_dump(fields)
     if record is None:
-        return _validated(fields, exchange)
-    call = dump_with_payloads(record, exchange)
+        return _validated(fields, exchange, for_views=for_views)
     record_plain = is_plain_json(record)
+    if not for_views:
+        columns = _columns(record, len(fields["tool_calls"]))
+        return DerivedCall(columns, record, None, None, record_plain)
+    call = dump_with_payloads(record, exchange)
     payloads_plain = plain or _payloads_plain(call)
     entry = plain_dumps.trajectory_entry_text(
         call, plain=_call_checked(record_plain, payloads_plain)
@@ -134,12 +140,14 @@ def _call_checked(record_plain: bool, payloads_plain: bool) -> Checked:
 _DAMAGED = DerivedCall({"damaged": True}, None, None, None)
 
 
-def _validated(fields: dict[str, Any], exchange: Any) -> DerivedCall:
+def _validated(fields: dict[str, Any], exchange: Any, *, for_views: bool) -> DerivedCall:
     try:
         built = ModelCallRecord.model_validate(fields)
     except ValueError:
         return _DAMAGED
     record = built.model_dump(mode="json", exclude=_PAYLOADS)
+    if not for_views:
+        return DerivedCall(_columns(record, len(built.tool_calls)), record, None, None)
     call = dump_with_payloads(record, exchange)
     return DerivedCall(
         _columns(record, len(built.tool_calls)), record, call, trajectory_entry(call)

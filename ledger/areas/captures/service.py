@@ -174,10 +174,11 @@ def prepare_exchange(
     try:
         # The event's payload, encoded here and stored as is: the body is what
         # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
-        # The projections' derivation of the call too: it needs no ledger state.
+        # The capture projection's derivation of the call too: it needs no ledger state (the
+        # views derive the rest behind the acknowledgement).
         payload = encode_body(
             {"model_call_id": exchange["model_call_id"], "exchange": exchange},
-            derived=derive_call(exchange, plain=plain),
+            derived=derive_call(exchange, plain=plain, for_views=False),
             plain=plain,  # a plain body's values, and a model_call_id that is a str
         )
     except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from ledger.app.http.auth import ReadAuth
-from ledger.app.http.deps import LedgerDep, RolloutIdDep
+from ledger.app.http.deps import FreshRolloutIdDep, LedgerDep, ProjectedViewsDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.evidence.service import EvidenceService
 from ledger.areas.health.selection import GLOB_PATTERN, MAX_GLOB_LENGTH, Attempts, Selection
@@ -79,12 +79,12 @@ def _split(values: list[str] | None) -> list[str]:
     return [part for value in values or [] for part in value.split(",")]
 
 
-@router.get("/rollouts/{rollout_id}/health", responses=error_responses(404))
+@router.get("/rollouts/{rollout_id}/health", responses=error_responses(404, 503))
 async def rollout_health(
     service: ServiceDep,
     evidence: EvidenceDep,
     _auth: ReadAuth,
-    rollout_id: RolloutIdDep,
+    rollout_id: FreshRolloutIdDep,
     ignore: Ignore = None,
 ) -> dict[str, Any]:
     """The rollout's verdict, findings and unobserved checks, from its current record (the
@@ -116,12 +116,13 @@ async def rollout_health(
     return answer
 
 
-@router.get("/health")
+@router.get("/health", responses=error_responses(409, 503))
 async def run_health(
     service: ServiceDep,
     evidence: EvidenceDep,
     _auth: ReadAuth,
     selection: SelectionDep,
+    _views: ProjectedViewsDep,
     ignore: Ignore = None,
 ) -> dict[str, Any]:
     """Gym's ``quality_summary.json`` for the selected rollouts, with the selection's counts
@@ -135,27 +136,35 @@ async def run_health(
     }
 
 
-@router.get("/health/quality-summary")
+@router.get("/health/quality-summary", responses=error_responses(409, 503))
 async def quality_summary_file(
-    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+    service: ServiceDep,
+    _auth: ReadAuth,
+    selection: SelectionDep,
+    _views: ProjectedViewsDep,
+    ignore: Ignore = None,
 ) -> Response:
     """``quality_summary.json`` byte for byte as Gym 0.7.0 writes it."""
     report = await service.report(selection, _split(ignore))
     return Response(content=report.summary_bytes(), media_type="application/json")
 
 
-@router.get("/health/rollout-verdicts")
+@router.get("/health/rollout-verdicts", responses=error_responses(409, 503))
 async def rollout_verdicts_file(
-    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, ignore: Ignore = None
+    service: ServiceDep,
+    _auth: ReadAuth,
+    selection: SelectionDep,
+    _views: ProjectedViewsDep,
+    ignore: Ignore = None,
 ) -> Response:
     """``rollout_verdicts.jsonl`` byte for byte as Gym 0.7.0 writes it."""
     report = await service.report(selection, _split(ignore))
     return Response(content=b"".join(report.verdict_lines()), media_type="application/x-ndjson")
 
 
-@router.get("/perf-summary")
+@router.get("/perf-summary", responses=error_responses(409, 503))
 async def run_perf_summary(
-    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep
+    service: ServiceDep, _auth: ReadAuth, selection: SelectionDep, _views: ProjectedViewsDep
 ) -> dict[str, Any]:
     """Gym's ``perf_summary`` block over the selected rollouts' ``ng_perf`` (null when no
     rollout has one)."""

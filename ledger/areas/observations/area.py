@@ -8,7 +8,7 @@ from ledger.areas.observations import events, projection, tables
 from ledger.log.projector import Projector
 
 
-def _projectors(options: ProjectionOptions) -> list[Projector]:
+def _views(options: ProjectionOptions) -> list[Projector]:
     return projection.projectors(check_templates=options.check_templates)
 
 
@@ -21,7 +21,7 @@ AREA = Area(
         tables.observation_tool_calls,
         tables.observation_gaps,
     ),
-    projectors=_projectors,
+    views=_views,
     route_modules=("ledger.areas.observations.routes",),
     cli_module="ledger.areas.observations.cli",
 )

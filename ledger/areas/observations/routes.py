@@ -10,7 +10,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ledger.app.http.auth import IngestAuth, ReadAuth
 from ledger.app.http.body import read_json, request_body_schema
-from ledger.app.http.deps import MAX_SEQ, LedgerDep, RolloutIdDep
+from ledger.app.http.deps import MAX_SEQ, LedgerDep, ProjectedViewsDep, RolloutIdDep
 from ledger.app.http.openapi import error_responses
 from ledger.areas.observations.queries import ExportFilter
 from ledger.areas.observations.service import MAX_IDEMPOTENCY_KEY, RecordedReceipt
@@ -102,7 +102,7 @@ async def record_result(
     return _receipt(receipt)
 
 
-@router.get("/rollouts/{rollout_id}/trajectory", responses=error_responses(404))
+@router.get("/rollouts/{rollout_id}/trajectory", responses=error_responses(404, 503))
 async def get_trajectory(
     ledger: LedgerDep, _auth: ReadAuth, rollout_id: RolloutIdDep
 ) -> dict[str, Any]:
@@ -110,7 +110,7 @@ async def get_trajectory(
     return await ledger.observations.trajectory(rollout_id)
 
 
-@router.get("/rollouts/{rollout_id}/record", responses=error_responses(404))
+@router.get("/rollouts/{rollout_id}/record", responses=error_responses(404, 503))
 async def get_record(
     ledger: LedgerDep,
     _auth: ReadAuth,
@@ -126,7 +126,7 @@ async def get_record(
     return Response(content=text, media_type="application/json")
 
 
-@router.get("/export", response_class=StreamingResponse)
+@router.get("/export", response_class=StreamingResponse, responses=error_responses(409, 503))
 async def export_records(
     ledger: LedgerDep,
     _auth: ReadAuth,
@@ -139,6 +139,8 @@ async def export_records(
     state: Annotated[Literal["live", "retired"] | None, Query()] = None,
     task_id: Annotated[str | None, Query(max_length=1000, pattern=TASK_ID_PATTERN)] = None,
     view: Annotated[View, Query()] = "stored",
+    *,
+    _views: ProjectedViewsDep,
 ) -> StreamingResponse:
     """Enriched records as JSONL (``application/x-ndjson``), in the order they last changed."""
     selection = ExportFilter(after_seq=after_seq, until_seq=until_seq, state=state, task_id=task_id)

@@ -34,6 +34,7 @@ from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
 from ledger.log.canonical import canonical_json, compact_json
 from ledger.log.errors import InvalidPayload, NotFound
+from ledger.log.freshness import Freshness
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -107,8 +108,17 @@ def _idempotency_key(kind: str, rollout_id: str, key: str | None) -> str | None:
 
 
 class ObservationService:
-    def __init__(self, store: LedgerStore, *, export_page_size: int = 500) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        freshness: Freshness | None = None,
+        *,
+        export_page_size: int = 500,
+    ) -> None:
         self._store = store
+        # A rollout's reads wait for the views to reflect its events (log/freshness.py);
+        # without it (a store with no projector: a write tool) they answer with what is there.
+        self._freshness = freshness
         self._export_page_size = export_page_size
 
     # ---- writes ---------------------------------------------------------------------------
@@ -186,6 +196,8 @@ class ObservationService:
     async def record_text(self, rollout_id: str) -> str:
         """The enriched record as stored (JSON text), exactly the bytes a reader gets."""
         validate_rollout_id(rollout_id)
+        if self._freshness is not None:
+            await self._freshness.wait_for_rollout(rollout_id)
         text = await self._store.read_sync(lambda conn: read_record_text_sync(conn, rollout_id))
         if text is None:
             raise NotFound(

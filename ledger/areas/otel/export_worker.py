@@ -22,7 +22,7 @@ import sys
 from functools import partial
 from typing import IO, TypedDict
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.otel.follower import OtlpFollower
 from ledger.areas.otel.mapping import MappingOptions
 from ledger.areas.otel.sender import OtlpSender, SendTally, headers_from_environment
@@ -62,7 +62,7 @@ async def serve(options: ExportOptions, lines_in: IO[str], lines_out: IO[str]) -
     store = LedgerStore(
         options["url"],
         default_catalogue(),
-        default_projectors(),
+        write_side_projectors(),
         synchronous=options["synchronous"],
         busy_timeout_ms=options["busy_timeout_ms"],
         read_pool_size=1,

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import IO, Any, TypedDict
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.proxy.capture_sink import AppendFailed, append_observed
@@ -46,7 +46,7 @@ async def serve(options: WorkerOptions, frames_in: IO[bytes], frames_out: IO[byt
     store = LedgerStore(
         options["url"],
         default_catalogue(),
-        default_projectors(),
+        write_side_projectors(),
         synchronous=options["synchronous"],
         busy_timeout_ms=options["busy_timeout_ms"],
         max_batch=options["max_batch"],

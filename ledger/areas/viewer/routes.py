@@ -153,7 +153,8 @@ async def overview(request: Request) -> Response:
                 judged = await conn.run_sync(
                     partial(verdicts.judge_rollouts, judge=judge, rollouts=keys, cache=judgements)
                 )
-        head = await events_query.head_seq(conn)
+        # The summary is of the views: kept for the seq they have reached.
+        head = await conn.run_sync(ledger.freshness.projected_in)
         cached = cache.get(summary_filter, head)
         if cached is None:
             summary = await overview_query.read_summary(
@@ -230,6 +231,7 @@ async def rollout(request: Request, rollout_id: str) -> Response:
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
     window = evidence_window(request)
+    await get_ledger(request).freshness.wait_for_rollout(rollout_id)
 
     def read(
         conn: Connection,
@@ -277,6 +279,10 @@ async def compare(request: Request) -> Response:
         return problem(400, str(exc))
     judge = verdicts.health_rules()
     cache = verdicts.JudgementCache.of(request.app.state)
+    freshness = get_ledger(request).freshness
+    for rollout_id in (wanted.a, wanted.b):
+        if rollout_id is not None:
+            await freshness.wait_for_rollout(rollout_id)
 
     def verdicts_of(
         conn: Connection, summaries: list[compare_query.RolloutSummary]
@@ -327,7 +333,9 @@ async def transcript(request: Request, rollout_id: str) -> Response:
         at = parse_page_at(request.query_params)
     except rollout_query.InvalidRolloutQuery as exc:
         return problem(400, str(exc))
-    data = await get_ledger(request).store.read_sync(
+    ledger = get_ledger(request)
+    await ledger.freshness.wait_for_rollout(rollout_id)
+    data = await ledger.store.read_sync(
         lambda conn: transcript_query.read_transcript(conn, rollout_id, at.calls_from)
     )
     if data is None:

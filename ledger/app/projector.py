@@ -1,0 +1,170 @@
+"""The projector: the process that keeps the views current beside ``ledger serve``.
+
+``ledger serve`` starts it (``ledger project``, this module's ``run_projector``) and starts
+another if it exits, after a pause that grows to 30 s; a new one resumes from the views'
+checkpoint (log/projection_follower.py). It holds a writer of its own: on SQLite its steps take
+turns with the server's appends on the file's write lock, on PostgreSQL on the append lock. Its
+standard input is the server's pipe: when the server closes it, or dies, the projector finishes
+its step and exits. ``LEDGER_PROJECTOR=in-server`` runs the follower as a task of the server
+instead (the in-process test apps do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ledger.app.areas import default_catalogue, view_projectors
+from ledger.app.config import Settings
+from ledger.log.projection_follower import ProjectionFollower
+from ledger.log.store import LedgerStore
+
+log = logging.getLogger(__name__)
+
+READY_LINE = b"projector ready\n"
+START_TIMEOUT_S = 60.0
+# A projector that was serving and exited is started again after RESTART_DELAY_S; one that
+# exits before it is ready again and again waits longer each time, up to MAX_RESTART_DELAY_S.
+RESTART_DELAY_S = 0.2
+MAX_RESTART_DELAY_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+
+def projector_store(settings: Settings) -> LedgerStore:
+    """A store whose writer only runs the follower's steps (it appends nothing).
+
+    Its commits are not synced on SQLite (``synchronous=NORMAL``): the views and their
+    checkpoint commit together, so a power loss can only take the last steps back, which the
+    projector then applies again; the log's own commits stay FULL (the server's writer)."""
+    return LedgerStore(
+        settings.resolved_database_url,
+        default_catalogue(),
+        [],
+        synchronous="NORMAL",
+        busy_timeout_ms=settings.busy_timeout_ms,
+        read_pool_size=1,
+    )
+
+
+async def _stdin_closed() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.read(4096):
+        pass
+
+
+async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None:
+    store = projector_store(settings)
+    await store.open()
+    follower = ProjectionFollower(store, view_projectors())
+    try:
+        await follower.start()
+        sys.stdout.buffer.write(READY_LINE)
+        sys.stdout.buffer.flush()
+        if until_stdin_closes:
+            await _stdin_closed()
+        else:
+            await asyncio.Event().wait()  # until interrupted
+    finally:
+        await follower.stop()
+        await store.close()
+
+
+class ProjectorProcess:
+    """Runs ``ledger project`` beside the server and starts another when it exits."""
+
+    def __init__(self, settings: Settings, command: Sequence[str] | None = None) -> None:
+        self._command = tuple(
+            command
+            or (
+                sys.executable,
+                "-m",
+                "ledger",
+                "project",
+                "--database-url",
+                settings.resolved_database_url,
+                "--serve-child",
+            )
+        )
+        # The child reads the rest of its settings from the environment, as this process did.
+        self._env = {**os.environ, "LEDGER_BUSY_TIMEOUT_MS": str(settings.busy_timeout_ms)}
+        self._task: asyncio.Task[None] | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._closing = False
+        self._ready = False
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return None if process is None or process.returncode is not None else process.pid
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._closing = False
+            self._task = asyncio.create_task(self._run(), name="ledger-projector-process")
+
+    async def stop(self) -> None:
+        self._closing = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            assert process.stdin is not None
+            process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.error("the projector did not exit in %.0f s: killed", STOP_TIMEOUT_S)
+                process.kill()
+                await process.wait()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        pause = RESTART_DELAY_S
+        while not self._closing:
+            self._ready = False
+            try:
+                await self._once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the projector failed")
+            if self._closing:
+                return
+            if self._ready:
+                pause = RESTART_DELAY_S  # it was serving: not a crash loop
+            log.error("the projector exited: another in %.1f s", pause)
+            await asyncio.sleep(pause)
+            if not self._ready:
+                pause = min(MAX_RESTART_DELAY_S, pause * 2)
+
+    async def _once(self) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *self._command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self._env,
+        )
+        self._process = process
+        self.starts += 1
+        assert process.stdout is not None
+        try:
+            ready = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+            if ready != READY_LINE:
+                raise RuntimeError(f"the projector answered {ready!r}")
+            self._ready = True
+            while await process.stdout.read(4096):
+                pass
+            await process.wait()
+        finally:
+            if process.returncode is None and not self._closing:
+                process.kill()
+                await process.wait()

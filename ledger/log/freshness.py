@@ -1,0 +1,102 @@
+"""The freshness rule of reads over the views (docs/architecture.md, "Freshness").
+
+A read of one rollout's derived documents reflects every event of that rollout acknowledged
+before the read began: it waits until the views reach the rollout's last seq (``rollouts`` is
+the write side's, current at every acknowledgement), up to ``bound_s``, and past it fails with
+``ViewsBehind`` (503, ``Retry-After``). A run-level read answers from what is projected and says
+how far that is; a client that needs more asks for ``min_seq``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, func, select
+
+from ledger.log.commit_signal import CommitSignal
+from ledger.log.errors import Conflict, ViewsBehind
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events, rollouts
+from ledger.log.view_checkpoints import projected_seq
+
+# Between two looks at the checkpoint when no follower in this process says it moved (the
+# projector runs in a process of its own): short, a look is one indexed read.
+POLL_S = 0.005
+MAX_POLL_S = 0.05
+
+
+def rollout_last_seq(conn: Connection, rollout_id: str) -> int:
+    value = conn.execute(
+        select(rollouts.c.last_seq).where(rollouts.c.rollout_id == rollout_id)
+    ).scalar()
+    return int(value or 0)
+
+
+class Freshness:
+    def __init__(
+        self,
+        store: LedgerStore,
+        views: Sequence[str],
+        *,
+        bound_s: float,
+        moved: CommitSignal | None = None,
+    ) -> None:
+        self._store = store
+        self._views = tuple(views)
+        self.bound_s = bound_s
+        # The follower's signal when it runs in this process: a wait then wakes when it moves.
+        self._moved = moved
+
+    def projected_in(self, conn: Connection) -> int:
+        """The seq every view has reached, read in ``conn``'s snapshot."""
+        return projected_seq(conn, self._views)
+
+    async def progress(self) -> tuple[int, int]:
+        """(projected seq, head seq), in one snapshot."""
+
+        def look(conn: Connection) -> tuple[int, int]:
+            head = conn.execute(select(func.max(events.c.seq))).scalar()
+            return projected_seq(conn, self._views), int(head or 0)
+
+        return await self._store.read_sync(look)
+
+    async def projected(self) -> int:
+        """The seq every view has reached."""
+        return await self._store.read_sync(self.projected_in)
+
+    async def wait_for_seq(self, seq: int) -> int:
+        """Wait until the views reach ``seq``; the seq they reached. ``ViewsBehind`` past the
+        bound."""
+        deadline = time.monotonic() + self.bound_s
+        poll = POLL_S
+        reached, head = await self.progress()
+        if seq > head:
+            # Acknowledged means committed: a seq no snapshot holds is no append's yet.
+            raise Conflict(f"min_seq {seq} is beyond the log's head ({head}): no event has it")
+        while True:
+            if reached >= seq:
+                return reached
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ViewsBehind(
+                    f"the views have reached seq {reached}, not yet {seq}, after "
+                    f"{self.bound_s:g} s: the projector is behind or not running; retry later"
+                )
+            if self._moved is not None:
+                await self._moved.wait(min(left, MAX_POLL_S))
+            else:
+                await asyncio.sleep(min(left, poll))
+                poll = min(poll * 2, MAX_POLL_S)
+            reached = await self.projected()
+
+    async def wait_for_rollout(self, rollout_id: str) -> None:
+        """Wait until the views reflect every event of ``rollout_id`` acknowledged so far."""
+
+        def look(conn: Connection) -> tuple[int, int]:
+            return rollout_last_seq(conn, rollout_id), projected_seq(conn, self._views)
+
+        last, reached = await self._store.read_sync(look)
+        if last > reached:
+            await self.wait_for_seq(last)

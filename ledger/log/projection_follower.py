@@ -1,0 +1,163 @@
+"""The follower that keeps the views current: the projections no command reads follow the log
+from their checkpoint, behind the acknowledgement (docs/architecture.md, "Views follow the log").
+
+Each step is one write command: inside the writer's transaction it reads the views' checkpoint
+(view_checkpoints.py), the events after it (a page), applies them to the views (replay.py, the
+code ``ledger verify`` rebuilds with) and writes the new checkpoint, so the rows and the
+checkpoint commit together. A step cut short (an error, a SIGKILL) leaves both as they were; the
+next one applies the same page again, nothing lost or applied twice. Reading the checkpoint
+inside the write transaction makes two followers on one database (two processes, two replicas
+on PostgreSQL) safe: they take turns, and the second finds the page already applied.
+
+It runs in the projector process ``ledger serve`` starts (``ledger project``; projector.py of
+the app), or as a task of the serving process (``LEDGER_PROJECTOR=in-server``), and on demand
+(``catch_up``: ``ledger import``, ``ledger verify``, tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select
+
+from ledger.log.commit_signal import CommitSignal
+from ledger.log.errors import LedgerError
+from ledger.log.projector import Projector
+from ledger.log.replay import Replay
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events
+from ledger.log.transaction import WriteTransaction
+from ledger.log.view_checkpoints import projected_seq, write_projected_seq
+
+log = logging.getLogger(__name__)
+
+# Events per step: a step holds the log's write lock while it applies them, so a page is what
+# an append may wait behind.
+PAGE_EVENTS = 500
+# How often an idle follower looks for events appended by another process.
+IDLE_POLL_S = 0.02
+RETRY_AFTER_FAILURE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    projected: int
+    head: int
+
+    @property
+    def behind(self) -> int:
+        return max(self.head - self.projected, 0)
+
+
+def read_progress(conn: Connection, names: Sequence[str]) -> Progress:
+    head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
+    return Progress(projected=projected_seq(conn, names), head=head)
+
+
+class ProjectionFollower:
+    def __init__(
+        self,
+        store: LedgerStore,
+        views: Sequence[Projector],
+        *,
+        page_events: int = PAGE_EVENTS,
+        idle_poll_s: float = IDLE_POLL_S,
+    ) -> None:
+        if not views:
+            raise ValueError("a projection follower needs at least one view")
+        self._store = store
+        self._views = list(views)
+        self.names = tuple(view.name for view in views)
+        self._page_events = page_events
+        self._idle_poll_s = idle_poll_s
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        # Notified after each step that moved the views (readers waiting for them).
+        self.moved = CommitSignal()
+        self.projected = 0  # the checkpoint after the last step (metrics, tests)
+        self.failures = 0
+
+    async def progress(self) -> Progress:
+        return await self._store.read_sync(lambda conn: read_progress(conn, self.names))
+
+    async def step(self) -> int:
+        """Apply one page: the number of events applied (0 when the views are at the head)."""
+        applied, self.projected = await self._store.execute(self._apply_page)
+        if applied:
+            self.moved.notify()
+        return applied
+
+    def _apply_page(self, tx: WriteTransaction) -> tuple[int, int]:
+        conn = tx.conn
+        after = projected_seq(conn, self.names)
+        rows = conn.execute(
+            select(events)
+            .where(events.c.seq > after)
+            .order_by(events.c.seq)
+            .limit(self._page_events)
+        ).all()
+        if not rows:
+            return 0, after
+        replay = Replay(conn, tx.catalogue, self._views)
+        try:
+            replay.apply_page(rows)
+        except BaseException:
+            for view in self._views:
+                view.discard()
+            raise
+        write_projected_seq(conn, self.names, replay.last_seq)
+        return replay.events, replay.last_seq
+
+    async def catch_up(self) -> int:
+        """Apply pages until the views reach the head as it was when the last page was read:
+        the events applied."""
+        total = 0
+        while applied := await self.step():
+            total += applied
+        return total
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopping = asyncio.Event()
+            self._task = asyncio.create_task(self._run(), name="ledger-projection-follower")
+
+    async def stop(self) -> None:
+        """Finish the current step, then stop."""
+        if self._task is None:
+            return
+        self._stopping.set()
+        self._store.writer.commits.notify()
+        task, self._task = self._task, None
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                # Looked at by a read first: a step is a write transaction, which an idle
+                # follower must not take every few milliseconds.
+                progress = await self.progress()
+                self.projected = progress.projected
+                applied = await self.step() if progress.behind else 0
+            except LedgerError as exc:
+                self.failures += 1
+                log.error("projection follower: %s; retrying", exc.message)
+                await self._pause(RETRY_AFTER_FAILURE_S)
+                continue
+            except Exception:
+                self.failures += 1
+                log.exception("projection follower step failed; retrying")
+                await self._pause(RETRY_AFTER_FAILURE_S)
+                continue
+            if applied:
+                continue
+            # Idle: until this process's writer commits, or a while (another process may).
+            await self._store.writer.commits.wait(self._idle_poll_s)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)

@@ -1,0 +1,144 @@
+"""The projector process `ledger serve` runs beside itself: it keeps the views current, a read of
+a rollout sees its writes through it, and SIGKILLed mid-batch again and again it is started
+again and resumes from its checkpoint, nothing lost or applied twice (`ledger verify` clean)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.exchanges import chat_exchange
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+KILLS = 30
+ROLLOUTS = 8
+
+
+def projector_pid(server_pid: int) -> int | None:
+    """The server's child running `ledger project`, if one runs now."""
+    for task in Path(f"/proc/{server_pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"project" in command:
+                return int(child)
+    return None
+
+
+async def new_projector(server_pid: int, other_than: int | None, within_s: float = 60.0) -> int:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        pid = projector_pid(server_pid)
+        if pid is not None and pid != other_than:
+            return pid
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no projector was started again within {within_s:.0f} s")
+
+
+async def views(http: httpx.AsyncClient) -> dict[str, int]:
+    answer = await http.get("/readyz")
+    assert answer.status_code == 200, answer.text
+    found: dict[str, int] = answer.json()["views"]
+    return found
+
+
+async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
+    tmp_path: Path, database_url: str
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    server = ServerProcess(
+        data_dir=data_dir, database_url=database_url, env={"LEDGER_PROJECTOR": "process"}
+    )
+    server.start()
+    assert server.process is not None
+    sent: dict[str, list[str]] = {f"p{n}": [] for n in range(ROLLOUTS)}
+    stop = asyncio.Event()
+
+    async def append(http: httpx.AsyncClient) -> None:
+        k = 0
+        while not stop.is_set():
+            items = []
+            for rollout_id, ids in sent.items():
+                model_call_id = f"{rollout_id}-c{k}"
+                items.append(
+                    {
+                        "rollout_id": rollout_id,
+                        "exchange": chat_exchange(model_call_id=model_call_id),
+                    }
+                )
+                ids.append(model_call_id)
+            answer = await http.post("/v1/model-calls/batch", json={"items": items})
+            assert answer.status_code == 200, answer.text
+            assert {r["status"] for r in answer.json()["results"]} == {201}
+            k += 1
+            # Paced: the log keeps growing under the projector without a backlog it could
+            # not apply between two kills on a loaded machine.
+            await asyncio.sleep(0.02)  # poll: a deliberate pause (pacing)
+
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+            appending = asyncio.create_task(append(http))
+            pid = await new_projector(server.process.pid, None)
+            for _ in range(KILLS):
+                before = (await views(http))["projected_seq"]
+                # Killed while it applies: the log grows under it all along.
+                deadline = time.monotonic() + 30
+                while (await views(http))["projected_seq"] == before:
+                    assert time.monotonic() < deadline, "the projector made no progress"
+                    await asyncio.sleep(0.01)
+                os.kill(pid, signal.SIGKILL)
+                pid = await new_projector(server.process.pid, pid)
+            stop.set()
+            await appending
+            progress = await views(http)
+            deadline = time.monotonic() + 120
+            while progress["behind"]:
+                assert time.monotonic() < deadline, progress
+                await asyncio.sleep(0.05)  # poll
+                progress = await views(http)
+            # Every capture once, in order, through the last projector.
+            for rollout_id, ids in sent.items():
+                record = await http.get(f"/v1/rollouts/{rollout_id}/record")
+                assert record.status_code == 200, record.text
+                calls = record.json()["ng_model_call_capture"]["calls"]
+                assert [call["model_call_id"] for call in calls] == ids
+    finally:
+        server.stop()
+    verified = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "ledger",
+            "verify",
+            "--database-url",
+            database_url,
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "ok   projections" in verified.stdout
+    # Nothing was left for verify to apply: the projector had applied every event once.
+    assert "brought to the head" not in verified.stdout
