@@ -11,8 +11,9 @@ table and commits with ``synchronous=FULL``, and a no-op POST route. The product
 printed as ratios to them and to the Gym-style baseline; batched ingest uses 8 clients (issue 9).
 
 Diagnostics, same run, same clients and bodies (not product configurations): the server with
-the capture mirror off, then also without the observations projection, then with only the
-rollouts projection (benchmarks/ingest_server.py); the differences say where the time goes.
+the capture mirror off, then also without the runs and evidence projections, then with only the
+rollouts projection (benchmarks/ingest_server.py); the differences say where the time goes. The
+views (observations) follow the log in the projector process in every configuration.
 
 Read: ``GET /v1/rollouts/{id}/ng_model_call_capture`` for a 50-call rollout in a database holding
 1,000,000 model calls (``--quick``: 20,000); p50/p99 over sequential requests. The database is
@@ -42,7 +43,7 @@ import httpx
 
 from benchmarks.cached_databases import cached_database
 from benchmarks.rawhttp import RawConnection
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.gym.capture_lines import serialize_capture_line
 from ledger.log import migrate
@@ -131,7 +132,7 @@ PRODUCT_WORKERS = IngestServer(
 DIAGNOSTICS = (
     IngestServer("[a] ledger serve, mirror off", env=MIRROR_OFF),
     IngestServer(
-        "[b] mirror off, no observations projection*",
+        "[b] mirror off, no runs/evidence projection*",
         argv=ingest_server("rollouts,captures,lineage"),
         env=MIRROR_OFF,
     ),
@@ -284,12 +285,12 @@ def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> N
         )
     print(
         "  * ingest only: left-out projections are not maintained, so the routes reading them"
-        " (records,\n    observations; for [c] also model-calls, lineage) would serve stale or"
+        " (labels,\n    call evidence; for [c] also model-calls, lineage) would serve stale or"
         " missing data"
     )
     steps = [
         "capture mirror (product - [a])",
-        "observations projection ([a] - [b])",
+        "runs + evidence projections ([a] - [b])",
         "captures + lineage projections ([b] - [c])",
     ]
     print("  per-capture wall time attributed (differences of the lines above; noisy):")
@@ -361,7 +362,7 @@ async def _build_read_database(database_url: str, calls: int, progress: bool) ->
     store = LedgerStore(
         database_url,
         default_catalogue(),
-        default_projectors(),
+        write_side_projectors(),
         synchronous="NORMAL",
         max_batch=64,
     )

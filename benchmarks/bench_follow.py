@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.gym.capture_lines import serialize_capture_line
 from ledger.log import migrate
@@ -95,7 +95,7 @@ async def _measure(writers: int, lines: int, interval: float, *, polling: bool) 
         directory.mkdir()
         url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         await migrate.upgrade(url)
-        store = LedgerStore(url, default_catalogue(), default_projectors())
+        store = LedgerStore(url, default_catalogue(), write_side_projectors())
         await store.open()
         follower = CaptureDirFollower(
             store, directory, options=FollowOptions(force_polling=polling, poll_interval=0.1)

@@ -52,7 +52,7 @@ from typing import Any
 
 from benchmarks.bench_captures import IngestBodies, IngestServer, measure_ingest
 from benchmarks.cached_databases import cached_database
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService, SelectionReport
@@ -76,7 +76,7 @@ print(time.perf_counter() - started)
 
 
 async def seed(url: str, planned: list[PlannedRollout], batch: int = 100) -> float:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     started = time.perf_counter()
     appended = 0
@@ -167,7 +167,7 @@ async def on_read_seconds(url: str) -> float:
 
 async def catch_up(url: str) -> tuple[float, int]:
     """The health follower's catch-up over every stored record: seconds, records checked."""
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
         follower = HealthFollower(store)

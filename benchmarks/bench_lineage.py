@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from benchmarks.serving import wait_until_serving
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.lineage.queries import record_row
 from ledger.gym.lineage import build_manifest
 from ledger.log import migrate
@@ -89,7 +89,7 @@ def show(label: str, samples_ms: list[float]) -> None:
 
 async def fill(url: str, events: int) -> None:
     """Rollouts of 20 rows each until the log holds ``events`` events; chunked commands."""
-    store = LedgerStore(url, default_catalogue(), default_projectors(), max_batch=64)
+    store = LedgerStore(url, default_catalogue(), write_side_projectors(), max_batch=64)
     await store.open()
     try:
         rollouts = max(BATCH + 1, events // ROWS_PER_ROLLOUT)

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.areas.observations.events import (
     OBSERVATIONS_RECORDED,
@@ -123,7 +123,7 @@ def target_bundle() -> AgentObservationBundle:
 
 async def seed(url: str, rollouts: int, batch: int = 200) -> float:
     """Background rollouts (1 call + 1 result each) and the target; returns appends per second."""
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     appended = 0
     started = time.perf_counter()
@@ -197,7 +197,7 @@ def timed_gets(http: httpx.Client, path: str, count: int) -> list[float]:
 
 
 async def sql_scan_rate(url: str) -> tuple[int, float]:
-    store = LedgerStore(url, default_catalogue(), default_projectors())
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
     try:
         started = time.perf_counter()
         count = 0

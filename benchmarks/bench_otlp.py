@@ -36,7 +36,7 @@ import httpx
 from benchmarks.bench_captures import IngestBodies, IngestServer, measure_ingest
 from benchmarks.bench_health import seed
 from benchmarks.serving import wait_until_serving
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.otel.follower import OtlpFollower
 from ledger.areas.otel.mapping import MappingOptions
 from ledger.areas.otel.sender import OtlpSender
@@ -81,7 +81,7 @@ async def export_rate(rollouts: int, sink: Sink, *, content: bool) -> tuple[int,
         url = f"sqlite+aiosqlite:///{Path(scratch) / 'ledger.db'}"
         await migrate.upgrade(url)
         await seed(url, generate_run(rollouts, seed=5))
-        store = LedgerStore(url, default_catalogue(), default_projectors())
+        store = LedgerStore(url, default_catalogue(), write_side_projectors())
         await store.open()
         before = sink.spans()
         try:

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.selection import Selection
 from ledger.areas.health.service import HealthService
@@ -35,7 +35,7 @@ DESCRIPTION = "captures/s with and without ?run=; task_summary vs perf-summary r
 
 
 def _store(url: str) -> LedgerStore:
-    return LedgerStore(url, default_catalogue(), default_projectors())
+    return LedgerStore(url, default_catalogue(), write_side_projectors())
 
 
 async def _ingest(

@@ -43,7 +43,7 @@ import httpx
 
 from benchmarks.bench_captures import _bulk_command, exchange
 from benchmarks.cached_databases import cached_database
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.observations.service import ObservationService
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
@@ -145,7 +145,11 @@ def _bundle() -> dict[str, Any]:
 async def _build(database_url: str, rollouts: int) -> None:
     await migrate.upgrade(database_url)
     store = LedgerStore(
-        database_url, default_catalogue(), default_projectors(), synchronous="NORMAL", max_batch=64
+        database_url,
+        default_catalogue(),
+        write_side_projectors(),
+        synchronous="NORMAL",
+        max_batch=64,
     )
     await store.open()
     try:

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from benchmarks.cached_databases import cached_database
 from benchmarks.lean_verify import lean_verify
 from benchmarks.verify_floor import floor_verify
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
 from ledger.log import migrate
 from ledger.log.canonical import parse_json
 from ledger.log.collection import fewer_collections
@@ -54,7 +54,7 @@ async def build(url: str, shape: LogShape) -> None:
     # The late rows after a retire are discarded on purpose: their warnings are expected here.
     logging.getLogger("ledger.areas.lineage.service").setLevel(logging.ERROR)
     await migrate.upgrade(url)
-    store = LedgerStore(url, default_catalogue(), default_projectors(), synchronous="NORMAL")
+    store = LedgerStore(url, default_catalogue(), write_side_projectors(), synchronous="NORMAL")
     await store.open()
     try:
         await write_varied_log(store, shape, concurrently=CONCURRENTLY)

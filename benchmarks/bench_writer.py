@@ -28,7 +28,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import make_url
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log import migrate
 from ledger.log.canonical import canonical_json
 from ledger.log.events import EventType
@@ -119,7 +119,7 @@ def raw_sqlite(path: Path, rows: int, per_transaction: int) -> Leg:
 async def ledger_leg(url: str, appenders: int, events: int, backend: str) -> Leg:
     await migrate.upgrade(url)
     catalogue = default_catalogue([EventType(BENCH_KIND, BenchPayload)])
-    store = LedgerStore(url, catalogue, default_projectors())
+    store = LedgerStore(url, catalogue, write_side_projectors())
     await store.open()
     per_worker = events // appenders
     payloads = [[make_payload(w, n) for n in range(per_worker)] for w in range(appenders)]

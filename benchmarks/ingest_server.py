@@ -1,4 +1,5 @@
-"""A diagnostic server for the ingest benchmark: ``ledger serve`` with only some projections.
+"""A diagnostic server for the ingest benchmark: ``ledger serve`` with only some of the write
+side's projections (the views follow the log in the projector either way).
 
     python -m benchmarks.ingest_server --port P --projectors rollouts,captures,lineage
 
@@ -14,19 +15,19 @@ import argparse
 import asyncio
 import logging
 
-from ledger.app.areas import default_projectors
+from ledger.app.areas import write_side_projectors
 from ledger.app.config import Settings
 from ledger.log import migrate
 from ledger.log.projector import Projector
 
-# Others read the rollouts projection (default_projectors), so it is never left out.
+# Others read the rollouts projection, so it is never left out.
 REQUIRED = "rollouts"
 
 
 def chosen_projectors(names: str) -> list[Projector]:
     """The named projections, in the default order (``rollouts`` must be one of them)."""
     wanted = {name.strip() for name in names.split(",") if name.strip()}
-    available = default_projectors()
+    available = write_side_projectors()
     unknown = wanted - {projector.name for projector in available}
     if unknown:
         known = ", ".join(projector.name for projector in available)
