@@ -203,9 +203,10 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     freshness = Freshness(
         store,
         [view.name for view in view_projectors()],
-        # Serving reads only, nothing moves the views: a read answers with what they hold.
-        bound_s=settings.views_wait_s if writes else 0.0,
+        bound_s=settings.views_wait_s,
         moved=projector.moved if isinstance(projector, ProjectionFollower) else None,
+        # Serving reads only, nothing moves the views: a read answers with what they hold.
+        waits=writes,
     )
     otlp = build_otlp_export(settings, store, metrics) if writes else None
     if otlp is not None:

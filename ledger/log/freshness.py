@@ -42,10 +42,14 @@ class Freshness:
         *,
         bound_s: float,
         moved: CommitSignal | None = None,
+        waits: bool = True,
     ) -> None:
         self._store = store
         self._views = tuple(views)
         self.bound_s = bound_s
+        # False where nothing moves the views (a server of reads only): a rollout's read then
+        # answers with what they hold rather than wait for nothing.
+        self._waits = waits
         # The follower's signal when it runs in this process: a wait then wakes when it moves.
         self._moved = moved
 
@@ -79,7 +83,7 @@ class Freshness:
             if reached >= seq:
                 return reached
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or not self._waits:
                 raise ViewsBehind(
                     f"the views have reached seq {reached}, not yet {seq}, after "
                     f"{self.bound_s:g} s: the projector is behind or not running; retry later"
@@ -98,5 +102,5 @@ class Freshness:
             return rollout_last_seq(conn, rollout_id), projected_seq(conn, self._views)
 
         last, reached = await self._store.read_sync(look)
-        if last > reached:
+        if last > reached and self._waits:
             await self.wait_for_seq(last)

@@ -128,3 +128,26 @@ async def test_a_rollout_never_written_is_a_404_without_waiting(
         await http.post("/v1/rollouts/other/model-calls", json=chat_exchange())
         answer = await http.get(path)
         assert answer.status_code == 404, answer.text
+
+
+async def test_a_read_only_server_answers_with_what_the_views_hold(settings: Settings) -> None:
+    async with running_app(settings) as (app, http):
+        ledger = ledger_of(app)
+        assert ledger.projector is not None
+        await ledger.projector.stop()
+        posted = await http.post(
+            "/v1/rollouts/r1/model-calls", json=chat_exchange(model_call_id="a")
+        )
+        assert posted.status_code == 201, posted.text
+    # Nothing moves the views of a server of reads only: no read waits for them.
+    reader = settings.model_copy(update={"read_only": True})
+    async with running_app(reader) as (_, http):
+        # The record was never projected: what the views hold is no record, at once.
+        record = await http.get("/v1/rollouts/r1/record")
+        assert record.status_code == 404, record.text
+        # The write side's own documents are complete, as ever.
+        calls = await http.get("/v1/rollouts/r1/model-calls")
+        assert [c["model_call_id"] for c in calls.json()["calls"]] == ["a"]
+        behind = await http.get(f"/v1/health?min_seq={posted.json()['seq']}")
+        assert behind.status_code == 503, behind.text
+        assert behind.headers["retry-after"] == "1"

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.suites.cli import ledger_cli
 from tests.support.exchanges import chat_exchange
 from tests.support.server import ServerProcess
 
@@ -121,23 +120,7 @@ async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
                 assert [call["model_call_id"] for call in calls] == ids
     finally:
         server.stop()
-    verified = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "ledger",
-            "verify",
-            "--database-url",
-            database_url,
-            "--data-dir",
-            str(data_dir),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    verified = await asyncio.to_thread(ledger_cli, database_url, data_dir, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "ok   projections" in verified.stdout
     # Nothing was left for verify to apply: the projector had applied every event once.
