@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -118,6 +120,18 @@ class ServerProcess:
                 raise RuntimeError(f"the server started {len(children)} of {count} workers")
             time.sleep(0.05)  # poll
         return children
+
+    def wait_for_views(self, within_s: float = 60.0) -> None:
+        """Until the views have applied every event appended so far (``/readyz``): run-level
+        reads (the overview, summaries) answer from the views as they are."""
+        deadline = time.monotonic() + within_s
+        while True:
+            with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=10) as answer:
+                views = json.loads(answer.read())["views"]
+            if not views["behind"]:
+                return
+            assert time.monotonic() < deadline, f"the views stayed behind: {views}"
+            time.sleep(0.02)  # poll
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers run, exactly like a crash."""

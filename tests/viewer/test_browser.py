@@ -44,6 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             for i in range(SMALL):
                 data.write_small(http, f"small-{i:02d}", i % 3 + 1)
             data.retire(http, data.control_token(root / "data"), RETIRED)
+        started.wait_for_views()
         yield started
 
 

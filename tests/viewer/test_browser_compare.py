@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess(data_dir=root / "data", database_url=url) as started:
         with httpx.Client(base_url=started.base_url) as http:
             cmp.write_compare_run(http)
+        started.wait_for_views()
         yield started
 
 

@@ -55,6 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
                 http.post(f"/v1/rollouts/{rollout_id}/model-calls", json=body).raise_for_status()
                 result = {"task_id": TASK_OF[rollout_id[0]], "resolved": n % 3 == 0}
                 http.post(f"/v1/rollouts/{rollout_id}/result", json=result).raise_for_status()
+        started.wait_for_views()
         yield started
 
 

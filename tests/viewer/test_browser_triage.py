@@ -87,6 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             data.write_rich(http, data.RichRollout())
             _write_sliver(http)
             _write_long(http)
+        started.wait_for_views()
         yield started
 
 
