@@ -19,6 +19,13 @@ from gym_tests.support import (
 from tests.support.server import ServerProcess
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The `ledger serve` processes of this leg keep their views with a follower in-server: the
+    leg is about Gym's side of the wire; the projector process has suites of its own
+    (tests/process/test_projector_process.py, the crash soak, the fence race)."""
+    os.environ.setdefault("LEDGER_PROJECTOR", "in-server")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def gym_on_this_python() -> None:
     allow_gym_protocol_checks()

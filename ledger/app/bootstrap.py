@@ -138,7 +138,7 @@ def build_store(
     projectors: Sequence[Projector] | None = None,
 ) -> LedgerStore:
     """The store for ``settings``. ``projectors`` defaults to the write side's projections (the
-    views follow the log: ``projector_for``); a subset is for diagnostics only
+    views follow the log: ``build_projector``); a subset is for diagnostics only
     (benchmarks/ingest_server.py): the missing projections go stale."""
     return LedgerStore(
         settings.resolved_database_url,
