@@ -29,9 +29,9 @@ from tests.support.templates import (
 
 def pytest_configure(config: pytest.Config) -> None:
     """The `ledger serve` processes the suite starts run the views' follower in-server: a
-    projector process per server costs a second of imports each, hundreds of times. The suites
-    that are about processes (the projector's own, the crash soak, the fence race) ask for the
-    product's default, the process, with LEDGER_PROJECTOR=process."""
+    projector process per server costs a second of imports each, hundreds of times. The suite
+    about the process itself (tests/process/test_projector_process.py) asks for the product's
+    default, the process, with LEDGER_PROJECTOR=process."""
     os.environ.setdefault("LEDGER_PROJECTOR", "in-server")
 
 

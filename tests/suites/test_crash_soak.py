@@ -37,8 +37,7 @@ KINDS = ("capture", "row", "observations", "retire")
 KILL_WINDOW = (0.15, 0.9)
 CONTROL = "/training-token-capture/control"
 CONTROL_TOKEN = "soak-control"
-# The product's default: the views' follower in a process of its own, killed with its server.
-SERVER_ENV = {"LEDGER_CONTROL_TOKEN": CONTROL_TOKEN, "LEDGER_PROJECTOR": "process"}
+SERVER_ENV = {"LEDGER_CONTROL_TOKEN": CONTROL_TOKEN}
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,7 @@ class Round:
 def servers(tmp_path: Path, database_url: str) -> Iterator[list[ServerProcess]]:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    # Each server with its projector process, as deployed: two followers on one database.
-    env = {"LEDGER_CONTROL_TOKEN": TOKEN, "LEDGER_PROJECTOR": "process"}
+    env = {"LEDGER_CONTROL_TOKEN": TOKEN}
     first = ServerProcess(data_dir=data_dir, database_url=database_url, env=env).start()
     try:
         second = ServerProcess(data_dir=data_dir, database_url=database_url, env=env).start()
