@@ -13,12 +13,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import Conflict, ViewsBehind
+from ledger.log.projection_follower import Progress, read_progress
 from ledger.log.store import LedgerStore
-from ledger.log.tables import events, rollouts
+from ledger.log.tables import rollouts
 from ledger.log.view_checkpoints import projected_seq
 
 # Between two looks at the checkpoint when no follower in this process says it moved (the
@@ -57,14 +58,9 @@ class Freshness:
         """The seq every view has reached, read in ``conn``'s snapshot."""
         return projected_seq(conn, self._views)
 
-    async def progress(self) -> tuple[int, int]:
-        """(projected seq, head seq), in one snapshot."""
-
-        def look(conn: Connection) -> tuple[int, int]:
-            head = conn.execute(select(func.max(events.c.seq))).scalar()
-            return projected_seq(conn, self._views), int(head or 0)
-
-        return await self._store.read_sync(look)
+    async def progress(self) -> Progress:
+        """The views' seq and the head, in one snapshot."""
+        return await self._store.read_sync(lambda conn: read_progress(conn, self._views))
 
     async def projected(self) -> int:
         """The seq every view has reached."""
@@ -75,7 +71,8 @@ class Freshness:
         bound."""
         deadline = time.monotonic() + self.bound_s
         poll = POLL_S
-        reached, head = await self.progress()
+        progress = await self.progress()
+        reached, head = progress.projected, progress.head
         if seq > head:
             # Acknowledged means committed: a seq no snapshot holds is no append's yet.
             raise Conflict(f"min_seq {seq} is beyond the log's head ({head}): no event has it")

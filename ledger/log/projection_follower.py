@@ -78,20 +78,18 @@ class ProjectionFollower:
         self._stopping = asyncio.Event()
         # Notified after each step that moved the views (readers waiting for them).
         self.moved = CommitSignal()
-        self.projected = 0  # the checkpoint after the last step (metrics, tests)
-        self.failures = 0
 
     async def progress(self) -> Progress:
         return await self._store.read_sync(lambda conn: read_progress(conn, self.names))
 
     async def step(self) -> int:
         """Apply one page: the number of events applied (0 when the views are at the head)."""
-        applied, self.projected = await self._store.execute(self._apply_page)
+        applied: int = await self._store.execute(self._apply_page)
         if applied:
             self.moved.notify()
         return applied
 
-    def _apply_page(self, tx: WriteTransaction) -> tuple[int, int]:
+    def _apply_page(self, tx: WriteTransaction) -> int:
         conn = tx.conn
         after = projected_seq(conn, self.names)
         rows = conn.execute(
@@ -101,7 +99,7 @@ class ProjectionFollower:
             .limit(self._page_events)
         ).all()
         if not rows:
-            return 0, after
+            return 0
         replay = Replay(conn, tx.catalogue, self._views)
         try:
             replay.apply_page(rows)
@@ -110,7 +108,7 @@ class ProjectionFollower:
                 view.discard()
             raise
         write_projected_seq(conn, self.names, replay.last_seq)
-        return replay.events, replay.last_seq
+        return replay.events
 
     async def catch_up(self) -> int:
         """Apply pages until the views reach the head as it was when the last page was read:
@@ -141,15 +139,12 @@ class ProjectionFollower:
                 # Looked at by a read first: a step is a write transaction, which an idle
                 # follower must not take every few milliseconds.
                 progress = await self.progress()
-                self.projected = progress.projected
                 applied = await self.step() if progress.behind else 0
             except LedgerError as exc:
-                self.failures += 1
                 log.error("projection follower: %s; retrying", exc.message)
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue
             except Exception:
-                self.failures += 1
                 log.exception("projection follower step failed; retrying")
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue

@@ -46,7 +46,7 @@ async def new_projector(server_pid: int, other_than: int | None, within_s: float
         pid = projector_pid(server_pid)
         if pid is not None and pid != other_than:
             return pid
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # poll
     raise AssertionError(f"no projector was started again within {within_s:.0f} s")
 
 
@@ -101,7 +101,7 @@ async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
                 deadline = time.monotonic() + 30
                 while (await views(http))["projected_seq"] == before:
                     assert time.monotonic() < deadline, "the projector made no progress"
-                    await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.01)  # poll
                 os.kill(pid, signal.SIGKILL)
                 pid = await new_projector(server.process.pid, pid)
             stop.set()

@@ -55,12 +55,12 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
         return JSONResponse(
             {"status": "unavailable", "detail": f"database unreachable: {exc}"}, status_code=503
         )
-    projected, head = await ledger.freshness.progress()
+    views = await ledger.freshness.progress()
     body: dict[str, object] = {
         "status": "ready",
         "revision": migrate.head_revision(),
         # The views follow the log: how far they are (the projector catches up after a burst).
-        "views": {"projected_seq": projected, "head_seq": head, "behind": head - projected},
+        "views": {"projected_seq": views.projected, "head_seq": views.head, "behind": views.behind},
     }
     if ledger.store.read_only:
         body["mode"] = "read-only"
@@ -94,11 +94,11 @@ async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
 async def _read_views_progress(ledger: Ledger) -> None:
     """How far the views are, as the database says now (the projector may be a process)."""
     try:
-        projected, head = await ledger.freshness.progress()
+        views = await ledger.freshness.progress()
     except Exception:
         log.warning("metrics: the views' progress could not be read", exc_info=True)
         return
-    ledger.metrics.set_views_progress(projected, max(head - projected, 0))
+    ledger.metrics.set_views_progress(views.projected, views.behind)
 
 
 async def _read_otlp_lag(ledger: Ledger) -> None:
