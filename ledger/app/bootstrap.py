@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.app.areas import (
     default_catalogue,
-    default_mirror_areas,
     default_projectors,
     view_projectors,
     write_side_projectors,
@@ -24,7 +23,7 @@ from ledger.app.areas import (
 from ledger.app.config import Settings
 from ledger.app.core_service import CoreService
 from ledger.app.metrics import LedgerMetrics
-from ledger.app.projector import ProjectorProcess
+from ledger.app.projector import ProjectorProcess, build_mirror
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.health.follower import HealthFollower
@@ -36,7 +35,6 @@ from ledger.areas.otel.export_worker import ExportOptions
 from ledger.areas.otel.follower import OtlpFollower
 from ledger.areas.otel.mapping import MappingOptions
 from ledger.areas.otel.sender import OtlpSender, headers_from_environment
-from ledger.areas.proxy.capture_process import capture_process_enabled
 from ledger.log import migrate
 from ledger.log.checkpoint_key import load_or_create_signing_key, load_signing_key
 from ledger.log.checkpoint_publisher import CheckpointPublisher
@@ -54,7 +52,7 @@ from ledger.log.rebuild import (
 )
 from ledger.log.store import LedgerStore
 from ledger.log.witness import WitnessedCheckpoint, latest_in
-from ledger.mirror.follower import MirrorFollower, build_follower
+from ledger.mirror.follower import MirrorFollower
 
 T = TypeVar("T")
 
@@ -172,13 +170,13 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
             metrics=metrics,
         )
         await checkpoints.start()
+    # The followers of the log run in the projector process when there is one (projector.py):
+    # the mirror's files and the health checks are derived behind the acknowledgement, off
+    # this process's CPU.
+    in_server = settings.projector == "in-server"
     mirror = None
-    if settings.mirror_enabled and writes:
-        mirror = build_follower(
-            store=store,
-            mirror_dir=settings.resolved_mirror_dir,
-            areas=default_mirror_areas(),
-        )
+    if settings.mirror_enabled and writes and in_server:
+        mirror = build_mirror(settings, store)
         await mirror.start()
     followers = [
         CaptureDirFollower(store, directory, options=follow_options(settings), metrics=metrics)
@@ -188,13 +186,14 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     for follower in followers:
         await follower.start()
     health: HealthFollower | VerdictGauges | None = None
-    if settings.health_findings_enabled and writes:
-        # With the proxy's capture process, the follower runs there, off the forwarding
-        # loop's GIL (areas/proxy/capture_process.py); the gauges are read here.
+    home = settings.health_follower_home
+    if home is not None and writes:
+        # Where another process runs the follower (the projector, or the proxy's capture
+        # process), the gauges are read here.
         health = (
-            VerdictGauges(store, metrics)
-            if capture_process_enabled(settings)
-            else HealthFollower(store, metrics=metrics)
+            HealthFollower(store, metrics=metrics)
+            if home == "server"
+            else VerdictGauges(store, metrics)
         )
         await health.start()
     projector = build_projector(settings, store) if writes else None

@@ -224,6 +224,19 @@ class Settings(BaseSettings):
         return self.mirror_dir if self.mirror_dir is not None else self.data_dir / "mirror"
 
     @property
+    def health_follower_home(self) -> Literal["projector", "capture process", "server"] | None:
+        """Which process of ``ledger serve`` keeps health_findings current: the projector
+        process when there is one (it follows the log), else the proxy's capture process when
+        that runs (off the forwarding loop), else the server itself; None when it is off."""
+        if not self.health_findings_enabled:
+            return None
+        if self.projector == "process":
+            return "projector"
+        if self.proxy_capture_process and self.upstreams:
+            return "capture process"
+        return "server"
+
+    @property
     def accepted_host_names(self) -> list[str]:
         """Host header names accepted besides loopback: ``allowed_hosts`` and the bind
         address itself when it is one specific address (not a wildcard)."""

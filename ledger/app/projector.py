@@ -1,4 +1,5 @@
-"""The projector: the process that keeps the views current beside ``ledger serve``.
+"""The projector: the process that keeps the views current beside ``ledger serve``, and the
+other followers of the log: the JSONL mirror and the health checks (health_findings).
 
 ``ledger serve`` starts it (``ledger project``, this module's ``run_projector``) and starts
 another if it exits, after a pause that grows to 30 s; a new one resumes from the views'
@@ -6,7 +7,8 @@ checkpoint (log/projection_follower.py). It holds a writer of its own: on SQLite
 turns with the server's appends on the file's write lock, on PostgreSQL on the append lock. Its
 standard input is the server's pipe: when the server closes it, or dies, the projector finishes
 its step and exits. ``LEDGER_PROJECTOR=in-server`` runs the follower as a task of the server
-instead (the in-process test apps do).
+instead (the in-process test apps do); the mirror and the health follower then run in the server
+too (bootstrap.py).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Protocol
 
-from ledger.app.areas import default_catalogue, view_projectors
+from ledger.app.areas import default_catalogue, default_mirror_areas, view_projectors
 from ledger.app.config import Settings
+from ledger.areas.health.follower import HealthFollower
 from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
+from ledger.mirror.follower import MirrorFollower, build_follower
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,8 @@ def projector_store(settings: Settings) -> LedgerStore:
         [],
         synchronous="NORMAL",
         busy_timeout_ms=settings.busy_timeout_ms,
-        read_pool_size=1,
+        # The views', the mirror's and the health checks' followers each read pages.
+        read_pool_size=3,
     )
 
 
@@ -58,12 +64,35 @@ async def _stdin_closed() -> None:
         pass
 
 
+def build_mirror(settings: Settings, store: LedgerStore) -> MirrorFollower:
+    return build_follower(
+        store=store, mirror_dir=settings.resolved_mirror_dir, areas=default_mirror_areas()
+    )
+
+
+class _Follower(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+def projector_followers(settings: Settings, store: LedgerStore) -> list[_Follower]:
+    """What the projector runs: the views' follower, the mirror's (when the mirror is on) and
+    the health checks' (when they are on and this is where they run)."""
+    followers: list[_Follower] = [ProjectionFollower(store, view_projectors())]
+    if settings.mirror_enabled:
+        followers.append(build_mirror(settings, store))
+    if settings.health_follower_home == "projector":
+        followers.append(HealthFollower(store))
+    return followers
+
+
 async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None:
     store = projector_store(settings)
     await store.open()
-    follower = ProjectionFollower(store, view_projectors())
+    followers = projector_followers(settings, store)
     try:
-        await follower.start()
+        for follower in followers:
+            await follower.start()
         sys.stdout.buffer.write(READY_LINE)
         sys.stdout.buffer.flush()
         if until_stdin_closes:
@@ -71,7 +100,8 @@ async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None
         else:
             await asyncio.Event().wait()  # until interrupted
     finally:
-        await follower.stop()
+        for follower in reversed(followers):
+            await follower.stop()
         await store.close()
 
 
@@ -91,8 +121,16 @@ class ProjectorProcess:
                 "--serve-child",
             )
         )
-        # The child reads the rest of its settings from the environment, as this process did.
-        self._env = {**os.environ, "LEDGER_BUSY_TIMEOUT_MS": str(settings.busy_timeout_ms)}
+        # The child reads the rest of its settings from the environment, as this process did;
+        # what this process was given as options is handed on as variables.
+        self._env = {
+            **os.environ,
+            "LEDGER_BUSY_TIMEOUT_MS": str(settings.busy_timeout_ms),
+            "LEDGER_MIRROR_ENABLED": str(settings.mirror_enabled).lower(),
+            "LEDGER_MIRROR_DIR": str(settings.resolved_mirror_dir.resolve()),
+            "LEDGER_HEALTH_FINDINGS_ENABLED": str(settings.health_findings_enabled).lower(),
+            "LEDGER_PROJECTOR": "process",
+        }
         self._task: asyncio.Task[None] | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._closing = False

@@ -1,6 +1,8 @@
 """The projector process `ledger serve` runs beside itself: it keeps the views current, a read of
 a rollout sees its writes through it, and SIGKILLed mid-batch again and again it is started
-again and resumes from its checkpoint, nothing lost or applied twice (`ledger verify` clean)."""
+again and resumes from its checkpoint, nothing lost or applied twice (`ledger verify` clean).
+It keeps the JSONL mirror and the health checks too: after the kills the mirror's files match
+the database (`ledger mirror verify`) and every record has its findings row."""
 
 from __future__ import annotations
 
@@ -55,6 +57,18 @@ async def views(http: httpx.AsyncClient) -> dict[str, int]:
     assert answer.status_code == 200, answer.text
     found: dict[str, int] = answer.json()["views"]
     return found
+
+
+async def metric(http: httpx.AsyncClient, name: str) -> float:
+    answer = await http.get("/metrics")
+    assert answer.status_code == 200, answer.text
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in answer.text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    ]
+    assert values, f"{name} is not in /metrics"
+    return sum(values)
 
 
 async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
@@ -118,6 +132,16 @@ async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
                 assert record.status_code == 200, record.text
                 calls = record.json()["ng_model_call_capture"]["calls"]
                 assert [call["model_call_id"] for call in calls] == ids
+            # The mirror and the health checks, killed with it, caught up too; the server
+            # runs neither (it reads their progress from the database).
+            deadline = time.monotonic() + 120
+            while not (
+                await metric(http, "ledger_mirror_lag_events") == 0
+                and await metric(http, "ledger_health_findings_behind_rollouts") == 0
+                and await metric(http, "ledger_rollouts_by_verdict") == ROLLOUTS
+            ):
+                assert time.monotonic() < deadline, "the mirror or the health checks lag"
+                await asyncio.sleep(0.2)  # poll: the server reads the verdict gauges every 5 s
     finally:
         server.stop()
     verified = await asyncio.to_thread(ledger_cli, database_url, data_dir, "verify")
@@ -125,3 +149,6 @@ async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
     assert "ok   projections" in verified.stdout
     # Nothing was left for verify to apply: the projector had applied every event once.
     assert "brought to the head" not in verified.stdout
+    mirrored = await asyncio.to_thread(ledger_cli, database_url, data_dir, "mirror", "verify")
+    assert mirrored.returncode == 0, mirrored.stdout + mirrored.stderr
+    assert "ok   the mirror matches the database" in mirrored.stdout

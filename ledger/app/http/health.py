@@ -70,7 +70,8 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
 @router.get("/metrics")
 async def metrics(ledger: LedgerDep, _auth: MetricsAuth) -> Response:
     await _read_views_progress(ledger)
-    if ledger.mirror is not None:
+    if ledger.settings.mirror_enabled and not ledger.store.read_only:
+        # Kept by the projector process or in this one: the database says how far it is.
         await _read_mirror_lag(ledger)
     if ledger.otlp is not None:
         await _read_otlp_lag(ledger)

@@ -10,12 +10,14 @@ and the server keeps only the forwarding and a pickle of each answered call
 
 The server starts the process with the proxy (capture_worker.py), hands it the recorder's
 batches over a pipe and waits for each batch's outcomes, one batch at a time. The process also
-runs the health follower. If it dies, another is started (at once when a batch was waiting,
-else after a second, retried with a growing pause, so the follower runs on between calls); a
-batch it held is sent again to the new one, and then appended in the server: an append is
+runs the health follower when the views are kept in-server (``Settings.health_follower_home``;
+by default the projector process runs it). If it dies, another is started (at once when a batch
+was waiting, else after a second, retried with a growing pause, so the follower runs on between
+calls); a batch it held is sent again to the new one, and then appended in the server: an append is
 idempotent (a call already captured with the same exchange answers 200), so a batch the dead
-process had committed is not stored twice. The mirror stays in the server; it follows the log,
-so it sees the process's events as any other.
+process had committed is not stored twice. The mirror follows the log (in the projector
+process, or in the server when the views are kept in-server), so it sees the process's events as
+any other.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ MAX_RESTART_DELAY_S = 30.0
 
 
 def capture_process_enabled(settings: Settings) -> bool:
-    """Whether ``ledger serve`` runs a capture process: the proxy on and the setting on. The
-    health follower then runs in it too (bootstrap.py)."""
+    """Whether ``ledger serve`` runs a capture process: the proxy on and the setting on."""
     return settings.proxy_capture_process and bool(settings.upstreams)
 
 

@@ -113,7 +113,7 @@ def _capture_sink(ledger: Ledger, metrics: ProxyMetrics) -> CaptureSink:
             max_batch=settings.writer_max_batch,
             max_batch_bytes=settings.writer_max_batch_bytes,
             nice=settings.proxy_capture_nice,
-            health_follower=settings.health_findings_enabled,
+            health_follower=settings.health_follower_home == "capture process",
         ),
         fallback=in_process,
         metrics=metrics,
