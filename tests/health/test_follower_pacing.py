@@ -1,13 +1,14 @@
 """The health follower's pace: caught up, it waits a poll between steps even when the last step
 found changes (a record is read and checked whole, so a rollout gaining a call at every capture
-is checked once a poll, not once a capture); a full page means it is behind and goes on at once.
+is checked once a poll, not once a capture), and longer after a long step (its CPU share stays
+bounded as the records grow); a full page means it is behind and goes on at once.
 """
 
 from __future__ import annotations
 
 from typing import cast
 
-from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.follower import IDLE_PER_WORK, HealthFollower, pause_after
 from ledger.log.store import LedgerStore
 
 POLL = 0.5
@@ -48,3 +49,11 @@ async def test_it_waits_a_poll_after_every_step_short_of_a_full_page() -> None:
         ("step", 0),
         ("pause", POLL),
     ]
+
+
+def test_a_long_step_is_followed_by_a_pause_in_proportion() -> None:
+    assert pause_after(1, 0.01, page_size=3, poll_seconds=POLL) == POLL
+    assert pause_after(2, 1.0, page_size=3, poll_seconds=POLL) == 1.0 * IDLE_PER_WORK
+    assert IDLE_PER_WORK >= 1  # the follower works at most half the time
+    # Behind (a full page): no pause, however long the step took.
+    assert pause_after(3, 1.0, page_size=3, poll_seconds=POLL) == 0.0

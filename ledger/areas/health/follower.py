@@ -4,7 +4,9 @@ writer's critical section.
 It tails ``observation_records`` by ``last_seq`` (every change to a record raises it), checks
 each changed record on a worker thread, and writes a page of rows as one writer command. A
 record that changes several times between two polls is checked once; unless a page was full,
-the follower waits a poll between steps even while records keep changing. The appends never wait
+the follower pauses between steps even while records keep changing: a poll, or four times as
+long as the step took when that is longer (its CPU share stays bounded as rollouts grow). The
+appends never wait
 for it: a reader that finds a row missing or older than the record checks the record itself
 (service.py), so the follower only decides how fast answers are, never what they say.
 
@@ -28,6 +30,23 @@ from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
 log = logging.getLogger(__name__)
+
+# Seconds of pause per second of work while records keep changing: the follower takes at most
+# a fifth of the time (docs/decisions.md, "follow-the-log" 10).
+IDLE_PER_WORK = 4.0
+
+
+def pause_after(checked: int, worked_s: float, *, page_size: int, poll_seconds: float) -> float:
+    """How long the follower waits after a step that checked ``checked`` records in
+    ``worked_s`` seconds. A full page means it is behind: it goes on at once. Otherwise it
+    waits for the next poll even when the step found changes, and at least IDLE_PER_WORK times
+    as long as the step took: a record is read whole (every call's pieces) and checked whole,
+    so a step over rollouts that keep growing costs more each time; the pause keeps the
+    follower's share of the CPU (shared with the views and the mirror in the projector)
+    bounded, and a rollout is checked once a pause, not once a capture."""
+    if checked >= page_size:
+        return 0.0
+    return max(poll_seconds, worked_s * IDLE_PER_WORK)
 
 
 class HealthFollower:
@@ -137,16 +156,16 @@ class HealthFollower:
     async def _run(self) -> None:
         while not self._stopping.is_set():
             try:
+                started = time.monotonic()
                 checked = await self.step()
+                worked = time.monotonic() - started
                 if not checked or time.monotonic() - self._reported_at >= self._report_seconds:
                     await self.report()
-                if checked < self._page_size:
-                    # Caught up: the next step waits for the next poll even when this one found
-                    # changes. A record is read whole (every call's pieces) and checked whole, so
-                    # a rollout that gains a call at every capture is checked once a poll, not
-                    # once a capture: its cost per capture grew with its length. A full page
-                    # means the follower is behind, and it goes on at once.
-                    await self._pause(self._poll_seconds)
+                pause = pause_after(
+                    checked, worked, page_size=self._page_size, poll_seconds=self._poll_seconds
+                )
+                if pause:
+                    await self._pause(pause)
             except asyncio.CancelledError:
                 raise
             except Exception:
