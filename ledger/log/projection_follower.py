@@ -1,13 +1,18 @@
 """The follower that keeps the views current: the projections no command reads follow the log
 from their checkpoint, behind the acknowledgement (docs/architecture.md, "Views follow the log").
 
-Each step is one write command: inside the writer's transaction it reads the views' checkpoint
-(view_checkpoints.py), the events after it (a page), applies them to the views (replay.py, the
-code ``ledger verify`` rebuilds with) and writes the new checkpoint, so the rows and the
-checkpoint commit together. A step cut short (an error, a SIGKILL) leaves both as they were; the
-next one applies the same page again, nothing lost or applied twice. Reading the checkpoint
-inside the write transaction makes two followers on one database (two processes, two replicas
-on PostgreSQL) safe: they take turns, and the second finds the page already applied.
+Each step reads the views' checkpoint (view_checkpoints.py) and the events after it (a page) in
+a read snapshot, and decodes them (payloads parsed, each kind's derivation run: replay.py's
+``EventDecoder``) before it takes the write lock, which the appends share. Then one write
+command reads the checkpoint again, applies the decoded page to the views (replay.py, the code
+``ledger verify`` rebuilds with) and writes the new checkpoint, so the rows and the checkpoint
+commit together. A step cut short (an error, a SIGKILL) leaves both as they were; the next one
+applies the same page again, nothing lost or applied twice. Checking the checkpoint inside the
+write transaction makes two followers on one database (two processes, two replicas on
+PostgreSQL) safe: they take turns, and the second finds its page already applied, reads the
+next and goes on. Events are immutable (``ledger compact`` only redacts payloads of generations
+a tombstone already ended, whose rows every view drops), so a page decoded before the write
+transaction is the page the transaction would have read.
 
 It runs in the projector process ``ledger serve`` starts (``ledger project``; projector.py of
 the app), or as a task of the serving process (``LEDGER_PROJECTOR=in-server``), and on demand
@@ -18,16 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Row, func, select
 
 from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import LedgerError
 from ledger.log.projector import Projector
-from ledger.log.replay import Replay
+from ledger.log.records import StoredEvent
+from ledger.log.replay import EventDecoder, Replay
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
@@ -35,8 +43,8 @@ from ledger.log.view_checkpoints import projected_seq, write_projected_seq
 
 log = logging.getLogger(__name__)
 
-# Events per step: a step holds the log's write lock while it applies them, so a page is what
-# an append may wait behind.
+# Events per step: a step holds the log's write lock while it applies them (decoded before),
+# so a page is what an append may wait behind.
 PAGE_EVENTS = 500
 # How often an idle follower looks for events appended by another process.
 IDLE_POLL_S = 0.02
@@ -74,6 +82,7 @@ class ProjectionFollower:
         self.names = tuple(view.name for view in views)
         self._page_events = page_events
         self._idle_poll_s = idle_poll_s
+        self._decode = EventDecoder(store.catalogue)
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         # Notified after each step that moved the views (readers waiting for them).
@@ -84,13 +93,20 @@ class ProjectionFollower:
 
     async def step(self) -> int:
         """Apply one page: the number of events applied (0 when the views are at the head)."""
-        applied: int = await self._store.execute(self._apply_page)
-        if applied:
-            self.moved.notify()
-        return applied
+        while True:
+            after, rows = await self._store.read_sync(self._read_page)
+            if not rows:
+                return 0
+            decoded = await asyncio.to_thread(self._decode_page, rows)
+            applied: int | None = await self._store.execute(
+                functools.partial(self._apply_page, after, decoded)
+            )
+            if applied is not None:
+                self.moved.notify()
+                return applied
+            # Another follower applied the page meanwhile: read the next one.
 
-    def _apply_page(self, tx: WriteTransaction) -> int:
-        conn = tx.conn
+    def _read_page(self, conn: Connection) -> tuple[int, Sequence[Row[Any]]]:
         after = projected_seq(conn, self.names)
         rows = conn.execute(
             select(events)
@@ -98,11 +114,22 @@ class ProjectionFollower:
             .order_by(events.c.seq)
             .limit(self._page_events)
         ).all()
-        if not rows:
-            return 0
+        return after, rows
+
+    def _decode_page(self, rows: Sequence[Row[Any]]) -> list[StoredEvent]:
+        return [self._decode(row) for row in rows]
+
+    def _apply_page(
+        self, after: int, decoded: Sequence[StoredEvent], tx: WriteTransaction
+    ) -> int | None:
+        """The decoded page applied and the checkpoint moved, in the writer's transaction; None
+        when the views are no longer where the page was read from."""
+        conn = tx.conn
+        if projected_seq(conn, self.names) != after:
+            return None
         replay = Replay(conn, tx.catalogue, self._views)
         try:
-            replay.apply_page(rows)
+            replay.apply_decoded(decoded)
         except BaseException:
             for view in self._views:
                 view.discard()

@@ -160,9 +160,14 @@ class Replay:
         return handlers
 
     def apply_page(self, rows: Sequence[Row[Any]]) -> None:
-        if not rows:
+        if rows:
+            self.apply_decoded([self.decode(row) for row in rows])
+
+    def apply_decoded(self, decoded: Sequence[StoredEvent]) -> None:
+        """``apply_page`` of events an ``EventDecoder`` already made of the rows (the
+        projection follower decodes a page before it takes the write lock)."""
+        if not decoded:
             return
-        decoded = [self.decode(row) for row in rows]
         if self.per_event:
             self._apply_each(decoded)
         else:
