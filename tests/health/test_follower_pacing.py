@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import cast
 
-from ledger.areas.health.follower import IDLE_PER_WORK, HealthFollower, pause_after
+from ledger.areas.health.follower import (
+    IDLE_PER_WORK,
+    HealthFollower,
+    SettledHead,
+    pause_after,
+)
 from ledger.log.store import LedgerStore
 
 POLL = 0.5
@@ -22,7 +27,7 @@ class ScriptedFollower(HealthFollower):
         self.pages = pages
         self.log: list[tuple[str, float]] = []
 
-    async def step(self) -> int:
+    async def step(self, upto_seq: int | None = None) -> int:
         checked = self.pages.pop(0)
         if not self.pages:
             self._stopping.set()
@@ -57,3 +62,16 @@ def test_a_long_step_is_followed_by_a_pause_in_proportion() -> None:
     assert IDLE_PER_WORK >= 1  # the follower works at most half the time
     # Behind (a full page): no pause, however long the step took.
     assert pause_after(3, 1.0, page_size=3, poll_seconds=POLL) == 0.0
+
+
+def test_the_settled_head_is_the_newest_head_read_a_settle_ago() -> None:
+    heads = SettledHead(settle_seconds=1.0)
+    assert heads.settled(now=0.0) == 0  # nothing read yet
+    heads.observe(10.0, 5)
+    assert heads.settled(now=10.5) == 0  # read, but not a settle ago
+    heads.observe(10.6, 9)
+    heads.observe(11.2, 14)
+    assert heads.settled(now=11.0) == 5
+    assert heads.settled(now=11.7) == 9  # 10.6 is a settle ago, 11.2 not yet
+    assert heads.settled(now=12.2) == 14
+    assert heads.settled(now=99.0) == 14  # the newest stays until a newer one is old enough

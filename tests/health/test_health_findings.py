@@ -265,6 +265,38 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     assert again.computed_on_read == 0 and again.summary == report.summary
 
 
+async def test_a_record_changed_after_the_settled_head_is_left_for_later(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """The serving loop checks records up to the head it read a settle ago
+    (``SettledHead``): a rollout still being written waits, the others do not."""
+    ledger, follower = await _paused(app)
+    planned = generate_run(4, seed=7)
+    await write_run(client, planned)
+    settled = await ledger.store.head_seq()
+    writing = planned[0].rollout_id
+    posted = await client.post(
+        f"/v1/rollouts/{writing}/model-calls",
+        json={
+            "model_call_id": "still-writing",
+            "dialect": "responses",
+            "model_ref": {"type": "responses_api_models", "name": "policy"},
+            "started_at": 99.0,
+            "status_code": 200,
+            "request": {"input": "q"},
+            "response": {"id": "r", "output": []},
+        },
+    )
+    assert posted.status_code == 201, posted.text
+    assert await follower.step(upto_seq=settled) == len(planned) - 1
+    service = HealthService(ledger.store.read_sync)
+    report = await service.report(Selection(attempts="all"))
+    assert report.computed_on_read == 1  # the one being written: checked on read meanwhile
+    assert await follower.step(upto_seq=settled) == 0
+    assert await follower.catch_up() == 1
+    assert (await service.report(Selection(attempts="all"))).computed_on_read == 0
+
+
 def _gyms_part(answer: dict[str, Any]) -> dict[str, Any]:
     """The answer without the ledger's own check (areas/evidence), which Gym has no part in."""
     return {key: value for key, value in answer.items() if key != "ledger_checks"}

@@ -58,15 +58,18 @@ def records_by_id(conn: Connection, rollout_ids: Sequence[str]) -> dict[str, str
     return found
 
 
-def changed_records(conn: Connection, *, after_seq: int, limit: int) -> list[StoredRecordRow]:
-    """Records whose latest change is after ``after_seq``, oldest change first. A record's
-    last_seq is the seq of one of its own rollout's events, so no two records share one."""
-    rows = conn.execute(
-        select(observation_records.c.rollout_id, observation_records.c.last_seq)
-        .where(observation_records.c.last_seq > after_seq)
-        .order_by(observation_records.c.last_seq)
-        .limit(limit)
-    ).all()
+def changed_records(
+    conn: Connection, *, after_seq: int, limit: int, upto_seq: int | None = None
+) -> list[StoredRecordRow]:
+    """Records whose latest change is after ``after_seq`` (and at most ``upto_seq``), oldest
+    change first. A record's last_seq is the seq of one of its own rollout's events, so no two
+    records share one."""
+    query = select(observation_records.c.rollout_id, observation_records.c.last_seq).where(
+        observation_records.c.last_seq > after_seq
+    )
+    if upto_seq is not None:
+        query = query.where(observation_records.c.last_seq <= upto_seq)
+    rows = conn.execute(query.order_by(observation_records.c.last_seq).limit(limit)).all()
     texts = records_by_id(conn, [row.rollout_id for row in rows])
     return [
         StoredRecordRow(row.rollout_id, row.last_seq, texts[row.rollout_id])

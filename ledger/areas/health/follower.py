@@ -3,9 +3,10 @@ writer's critical section.
 
 It tails ``observation_records`` by ``last_seq`` (every change to a record raises it), checks
 each changed record on a worker thread, and writes a page of rows as one writer command. A
-record that changes several times between two polls is checked once; unless a page was full,
-the follower pauses between steps even while records keep changing: a poll, or four times as
-long as the step took when that is longer (its CPU share stays bounded as rollouts grow). The
+record that changes several times between two polls is checked once, and a record being
+written is checked once it has been quiet for a second (``SettledHead``); unless a page was
+full, the follower pauses between steps even while records keep changing: a poll, or four times
+as long as the step took when that is longer (its CPU share stays bounded as rollouts grow). The
 appends never wait
 for it: a reader that finds a row missing or older than the record checks the record itself
 (service.py), so the follower only decides how fast answers are, never what they say.
@@ -20,13 +21,15 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func, select
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.health import findings_store
 from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
+from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,36 @@ log = logging.getLogger(__name__)
 # Seconds of pause per second of work while records keep changing: the follower takes at most
 # a fifth of the time (docs/decisions.md, "follow-the-log" 10).
 IDLE_PER_WORK = 4.0
+# How long a record must be unchanged before the serving loop checks it (SettledHead).
+SETTLE_S = 1.0
+
+
+class SettledHead:
+    """The head of the log as it was ``settle_seconds`` ago, from the heads the follower read.
+
+    The serving loop checks only records whose latest change is at most that seq: a rollout
+    that is being written (a change within the last ``settle_seconds``) is checked once it goes
+    quiet, not at every poll while it grows; ``catch_up`` checks everything. Records are taken
+    in ``last_seq`` order up to the bound, so the high-water mark never passes a record left
+    for later."""
+
+    def __init__(self, settle_seconds: float) -> None:
+        self._settle_seconds = settle_seconds
+        self._seen: deque[tuple[float, int]] = deque()
+
+    def observe(self, now: float, head: int) -> None:
+        self._seen.append((now, head))
+
+    def settled(self, now: float) -> int:
+        """The newest head read at least ``settle_seconds`` before ``now``; 0 before any."""
+        cutoff = now - self._settle_seconds
+        seen = self._seen
+        # Drop the heads that a newer one, itself old enough, supersedes.
+        while len(seen) > 1 and seen[1][0] <= cutoff:
+            seen.popleft()
+        if seen and seen[0][0] <= cutoff:
+            return seen[0][1]
+        return 0
 
 
 def pause_after(checked: int, worked_s: float, *, page_size: int, poll_seconds: float) -> float:
@@ -60,6 +93,7 @@ class HealthFollower:
         retry_seconds: float = 1.0,
         report_seconds: float = 5.0,
         stop_seconds: float = 10.0,
+        settle_seconds: float = SETTLE_S,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -74,6 +108,7 @@ class HealthFollower:
         self._reported_at = 0.0
         self._unreported = True
         self.checked = 0  # records checked since start (tests, benchmarks)
+        self._heads = SettledHead(settle_seconds)
 
     async def start(self) -> None:
         if self._task is None:
@@ -102,18 +137,24 @@ class HealthFollower:
         await self.report()
         return self.checked - before
 
-    async def step(self) -> int:
-        """One page: the records checked, 0 when nothing had changed."""
+    async def step(self, upto_seq: int | None = None) -> int:
+        """One page: the records checked, 0 when nothing had changed. ``upto_seq``: only
+        records whose latest change is at most that seq (the serving loop's settled head)."""
         if self._high_water is None:
             await self._resume()
         assert self._high_water is not None
         after_seq, limit = self._high_water, self._page_size
 
-        def changed(conn: Connection) -> list[findings_store.StoredRecordRow]:
+        def changed(conn: Connection) -> tuple[int, list[findings_store.StoredRecordRow]]:
             snapshot(conn)  # each record's seq and text from one snapshot
-            return findings_store.changed_records(conn, after_seq=after_seq, limit=limit)
+            head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
+            changed = findings_store.changed_records(
+                conn, after_seq=after_seq, limit=limit, upto_seq=upto_seq
+            )
+            return head, changed
 
-        records = await self._store.read_sync(changed)
+        head, records = await self._store.read_sync(changed)
+        self._heads.observe(time.monotonic(), head)
         if not records:
             return 0
         rows = await asyncio.to_thread(findings_store.computed_rows, records)
@@ -157,7 +198,7 @@ class HealthFollower:
         while not self._stopping.is_set():
             try:
                 started = time.monotonic()
-                checked = await self.step()
+                checked = await self.step(upto_seq=self._heads.settled(started))
                 worked = time.monotonic() - started
                 if not checked or time.monotonic() - self._reported_at >= self._report_seconds:
                     await self.report()
