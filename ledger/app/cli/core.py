@@ -452,7 +452,8 @@ def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: fl
 @click.pass_context
 def project(ctx: click.Context, serve_child: bool, log_level: str) -> None:
     """Keep the views current: apply the log's events to every projection that follows it, from
-    its checkpoint, until interrupted (`ledger serve` runs this beside itself)."""
+    its checkpoint, and keep the JSONL mirror and the health findings, until interrupted
+    (`ledger serve` runs this beside itself)."""
     from ledger.app.projector import run_projector
 
     logging.basicConfig(
