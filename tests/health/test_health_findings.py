@@ -268,7 +268,7 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
 async def test_a_record_changed_after_the_settled_head_is_left_for_later(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    """The serving loop checks records up to the head it read a settle ago
+    """The serving loop checks records up to the newest record change it read a settle ago
     (``SettledHead``): a rollout still being written waits, the others do not."""
     ledger, follower = await _paused(app)
     planned = generate_run(4, seed=7)

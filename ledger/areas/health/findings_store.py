@@ -58,6 +58,11 @@ def records_by_id(conn: Connection, rollout_ids: Sequence[str]) -> dict[str, str
     return found
 
 
+def newest_record_change(conn: Connection) -> int:
+    """The highest ``last_seq`` of any record: how far the records have changed."""
+    return int(conn.execute(select(func.max(observation_records.c.last_seq))).scalar() or 0)
+
+
 def changed_records(
     conn: Connection, *, after_seq: int, limit: int, upto_seq: int | None = None
 ) -> list[StoredRecordRow]:

@@ -23,13 +23,12 @@ import logging
 import time
 from collections import deque
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.health import findings_store
 from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
-from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,8 @@ SETTLE_S = 1.0
 
 
 class SettledHead:
-    """The head of the log as it was ``settle_seconds`` ago, from the heads the follower read.
+    """The newest change of any record (``last_seq``) as it was ``settle_seconds`` ago, from
+    those the follower read.
 
     The serving loop checks only records whose latest change is at most that seq: a rollout
     that is being written (a change within the last ``settle_seconds``) is checked once it goes
@@ -147,7 +147,9 @@ class HealthFollower:
 
         def changed(conn: Connection) -> tuple[int, list[findings_store.StoredRecordRow]]:
             snapshot(conn)  # each record's seq and text from one snapshot
-            head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
+            # The records' own newest change, not the log's head: the views may be far
+            # behind the log, and a record changes when the views apply its events.
+            head = findings_store.newest_record_change(conn)
             changed = findings_store.changed_records(
                 conn, after_seq=after_seq, limit=limit, upto_seq=upto_seq
             )
