@@ -58,6 +58,18 @@ async def _paused(app: FastAPI) -> tuple[Ledger, HealthFollower]:
     return ledger, HealthFollower(ledger.store, metrics=ledger.metrics)
 
 
+def _late_call(model_call_id: str, **fields: Any) -> dict[str, Any]:
+    """A capture posted to a rollout after its run was written."""
+    return {
+        "model_call_id": model_call_id,
+        "dialect": "responses",
+        "model_ref": {"type": "responses_api_models", "name": "policy"},
+        "started_at": 99.0,
+        "request": {"input": "q"},
+        **fields,
+    }
+
+
 def _records(lines: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
@@ -191,14 +203,7 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
 
     await ledger.store.read_sync(check)
     posted = await client.post(
-        f"/v1/rollouts/{planned[0].rollout_id}/model-calls",
-        json={
-            "model_call_id": "late",
-            "dialect": "responses",
-            "model_ref": {"type": "responses_api_models", "name": "policy"},
-            "started_at": 99.0,
-            "request": {"input": "q"},
-        },
+        f"/v1/rollouts/{planned[0].rollout_id}/model-calls", json=_late_call("late")
     )
     assert posted.status_code == 201, posted.text
     assert (
@@ -239,15 +244,7 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     service = HealthService(ledger.store.read_sync)
     changed = planned[0].rollout_id
     before = await client.get(f"/v1/rollouts/{changed}/health")
-    failing = {
-        "model_call_id": "late-failure",
-        "dialect": "responses",
-        "model_ref": {"type": "responses_api_models", "name": "policy"},
-        "started_at": 99.0,
-        "status_code": 503,
-        "error_category": "server_error",
-        "request": {"input": "q"},
-    }
+    failing = _late_call("late-failure", status_code=503, error_category="server_error")
     posted = await client.post(f"/v1/rollouts/{changed}/model-calls", json=failing)
     assert posted.status_code == 201, posted.text
 
@@ -277,15 +274,7 @@ async def test_a_record_changed_after_the_settled_head_is_left_for_later(
     writing = planned[0].rollout_id
     posted = await client.post(
         f"/v1/rollouts/{writing}/model-calls",
-        json={
-            "model_call_id": "still-writing",
-            "dialect": "responses",
-            "model_ref": {"type": "responses_api_models", "name": "policy"},
-            "started_at": 99.0,
-            "status_code": 200,
-            "request": {"input": "q"},
-            "response": {"id": "r", "output": []},
-        },
+        json=_late_call("still-writing", status_code=200, response={"id": "r", "output": []}),
     )
     assert posted.status_code == 201, posted.text
     assert await follower.step(upto_seq=settled) == len(planned) - 1
