@@ -6,10 +6,10 @@ each changed record on a worker thread, and writes a page of rows as one writer 
 record that changes several times between two polls is checked once, and a record being
 written is checked once it has been quiet for a second (``SettledHead``); unless a page was
 full, the follower pauses between steps even while records keep changing: a poll, or four times
-as long as the step took when that is longer (its CPU share stays bounded as rollouts grow). The
-appends never wait
-for it: a reader that finds a row missing or older than the record checks the record itself
-(service.py), so the follower only decides how fast answers are, never what they say.
+as long as the step took when that is longer (its CPU share stays bounded as rollouts grow).
+The appends never wait for it: a reader that finds a row missing or older than the record
+checks the record itself (service.py), so the follower only decides how fast answers are, never
+what they say.
 
 On start it resumes from the highest ``last_seq`` stored (pages are written in ``last_seq``
 order, one transaction each) and drops the rows of deleted rollouts.
