@@ -26,6 +26,7 @@ from ledger.app.config import Settings
 from ledger.areas.health.follower import HealthFollower
 from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
+from ledger.mirror.election import Election, projector_election_for
 from ledger.mirror.follower import MirrorFollower, build_follower
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ START_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 0.2
 MAX_RESTART_DELAY_S = 30.0
 STOP_TIMEOUT_S = 20.0
+# How often a standing-by projector tries the election, and the active one checks it holds it.
+ELECTION_POLL_S = 1.0
 
 
 def projector_store(settings: Settings) -> LedgerStore:
@@ -87,22 +90,51 @@ def projector_followers(settings: Settings, store: LedgerStore) -> list[_Followe
 
 
 async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None:
+    """Run the followers while this process holds the projector's election; stand by while
+    another does (``ledger serve --workers N`` starts N projectors, replicas on PostgreSQL one
+    each: one follows the log, the others take over when it dies)."""
     store = projector_store(settings)
     await store.open()
+    election = projector_election_for(settings.resolved_database_url)
+    ended: asyncio.Future[object] = asyncio.ensure_future(
+        _stdin_closed() if until_stdin_closes else asyncio.Event().wait()  # until interrupted
+    )
+    try:
+        sys.stdout.buffer.write(READY_LINE)
+        sys.stdout.buffer.flush()
+        standing_by = False
+        while not ended.done():
+            if not await election.try_acquire():
+                if not standing_by:
+                    log.info("projector: another projector is active; standing by")
+                    standing_by = True
+                await asyncio.wait({ended}, timeout=ELECTION_POLL_S)
+                continue
+            standing_by = False
+            log.info("projector: active")
+            await _follow_while_elected(settings, store, election, ended)
+    finally:
+        ended.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ended
+        await election.release()
+        await store.close()
+
+
+async def _follow_while_elected(
+    settings: Settings, store: LedgerStore, election: Election, ended: asyncio.Future[object]
+) -> None:
     followers = projector_followers(settings, store)
     try:
         for follower in followers:
             await follower.start()
-        sys.stdout.buffer.write(READY_LINE)
-        sys.stdout.buffer.flush()
-        if until_stdin_closes:
-            await _stdin_closed()
-        else:
-            await asyncio.Event().wait()  # until interrupted
+        while not ended.done() and await election.still_held():
+            await asyncio.wait({ended}, timeout=ELECTION_POLL_S)
+        if not ended.done():
+            log.warning("projector: the election was lost; standing by")
     finally:
         for follower in reversed(followers):
             await follower.stop()
-        await store.close()
 
 
 class ProjectorProcess:

@@ -1,4 +1,4 @@
-"""Exactly one mirror writer per database.
+"""Exactly one holder of a role per database: the mirror writer, the active projector.
 
 SQLite: an exclusive ``flock`` on ``<database>.mirror.lock`` next to the database file; the
 kernel drops it when the holder dies, however it dies. PostgreSQL: a session-level advisory lock
@@ -18,8 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
 
-# Key of the PostgreSQL advisory lock that elects the mirror writer ("LEDGERM1").
+# Keys of the PostgreSQL advisory locks that elect the mirror writer ("LEDGERM1") and the
+# active projector ("LEDGERP1").
 MIRROR_LOCK_KEY = 0x4C45444745524D31
+PROJECTOR_LOCK_KEY = 0x4C45444745525031
 
 
 class Election(Protocol):
@@ -59,8 +61,9 @@ class FileLockElection:
 
 
 class AdvisoryLockElection:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, key: int = MIRROR_LOCK_KEY) -> None:
         self._url = url
+        self._key = key
         self._engine: AsyncEngine | None = None
         self._conn: AsyncConnection | None = None
 
@@ -71,9 +74,7 @@ class AdvisoryLockElection:
         conn = await self._engine.connect()
         try:
             got = (
-                await conn.execute(
-                    text("SELECT pg_try_advisory_lock(:key)"), {"key": MIRROR_LOCK_KEY}
-                )
+                await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self._key})
             ).scalar()
             await conn.commit()
         except BaseException:
@@ -103,7 +104,7 @@ class AdvisoryLockElection:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 await self._conn.execute(
-                    text("SELECT pg_advisory_unlock(:key)"), {"key": MIRROR_LOCK_KEY}
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": self._key}
                 )
                 await self._conn.commit()
             with contextlib.suppress(Exception):
@@ -118,6 +119,15 @@ class AdvisoryLockElection:
 
 
 def election_for(url: str) -> Election:
+    """The mirror writer's election."""
     if is_sqlite_url(url):
         return FileLockElection(Path(sqlite_path(url) + ".mirror.lock"))
     return AdvisoryLockElection(url)
+
+
+def projector_election_for(url: str) -> Election:
+    """The active projector's election (app/projector.py): one projector process follows the
+    log at a time, the others stand by."""
+    if is_sqlite_url(url):
+        return FileLockElection(Path(sqlite_path(url) + ".projector.lock"))
+    return AdvisoryLockElection(url, PROJECTOR_LOCK_KEY)

@@ -459,7 +459,9 @@ def project(ctx: click.Context, serve_child: bool, log_level: str) -> None:
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = settings_from(ctx)
+    # This process is the projector, whatever LEDGER_PROJECTOR says (it tells `serve` where
+    # the followers run).
+    settings = settings_from(ctx, projector="process")
     with contextlib.suppress(KeyboardInterrupt):
         run_async(lambda: run_projector(settings, until_stdin_closes=serve_child))
 
