@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.client_connections import client_limits
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
+from tests.suites.cli import ledger_cli
 from tests.support.databases import sqlite_url
 from tests.support.load import LoadLedger, capture_client
 from tests.support.mirror import wait_for_mirror
@@ -24,25 +23,6 @@ pytestmark = pytest.mark.slow
 CYCLES = 5
 CLIENTS = 16
 KILL_AFTER = 120  # acknowledged captures per cycle before the kill
-
-
-def ledger_cli(database_url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ledger",
-            "--database-url",
-            database_url,
-            "--data-dir",
-            str(data_dir),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
 
 
 async def _kill_when(server: ServerProcess, record: LoadLedger, count: int) -> None:

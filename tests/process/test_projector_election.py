@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from ledger.app.areas import view_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.log.projection_follower import read_progress
 from ledger.log.store import LedgerStore
+from tests.suites.cli import ledger_argv
 from tests.support.exchanges import chat_exchange
 
 pytestmark = pytest.mark.slow
@@ -35,15 +35,7 @@ class Projector:
     @classmethod
     async def start(cls, database_url: str, data_dir: Path) -> Projector:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "ledger",
-            "--database-url",
-            database_url,
-            "--data-dir",
-            str(data_dir),
-            "project",
-            "--serve-child",
+            *ledger_argv(database_url, data_dir, "project", "--serve-child"),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,

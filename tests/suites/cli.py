@@ -11,18 +11,23 @@ from ledger.log.store import LedgerStore
 from tests.support.mirror import wait_for_mirror
 
 
+def ledger_argv(database_url: str, data_dir: Path, *args: str) -> list[str]:
+    """The command line of ``ledger ARGS`` on this database and data directory."""
+    return [
+        sys.executable,
+        "-m",
+        "ledger",
+        "--database-url",
+        database_url,
+        "--data-dir",
+        str(data_dir),
+        *args,
+    ]
+
+
 def ledger_cli(database_url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ledger",
-            "--database-url",
-            database_url,
-            "--data-dir",
-            str(data_dir),
-            *args,
-        ],
+        ledger_argv(database_url, data_dir, *args),
         capture_output=True,
         text=True,
         check=False,
