@@ -24,6 +24,7 @@ from typing import Protocol
 from ledger.app.areas import default_catalogue, default_mirror_areas, view_projectors
 from ledger.app.config import Settings
 from ledger.areas.health.follower import HealthFollower
+from ledger.child_process import START_TIMEOUT_S, ChildProcess
 from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.mirror.election import Election, projector_election_for
@@ -32,12 +33,9 @@ from ledger.mirror.follower import MirrorFollower, build_follower
 log = logging.getLogger(__name__)
 
 READY_LINE = b"projector ready\n"
-START_TIMEOUT_S = 60.0
 # A projector that was serving and exited is started again after RESTART_DELAY_S; one that
-# exits before it is ready again and again waits longer each time, up to MAX_RESTART_DELAY_S.
+# exits before it is ready again and again waits longer each time (child_process.py).
 RESTART_DELAY_S = 0.2
-MAX_RESTART_DELAY_S = 30.0
-STOP_TIMEOUT_S = 20.0
 # How often a standing-by projector tries the election, and the active one checks it holds it.
 ELECTION_POLL_S = 1.0
 
@@ -137,11 +135,12 @@ async def _follow_while_elected(
             await follower.stop()
 
 
-class ProjectorProcess:
+class ProjectorProcess(ChildProcess):
     """Runs ``ledger project`` beside the server and starts another when it exits."""
 
     def __init__(self, settings: Settings, command: Sequence[str] | None = None) -> None:
-        self._command = tuple(
+        super().__init__(
+            "the projector",
             command
             or (
                 sys.executable,
@@ -151,90 +150,25 @@ class ProjectorProcess:
                 "--database-url",
                 settings.resolved_database_url,
                 "--serve-child",
-            )
+            ),
+            # The child reads the rest of its settings from the environment, as this process
+            # did; what this process was given as options is handed on as variables.
+            env={
+                **os.environ,
+                "LEDGER_BUSY_TIMEOUT_MS": str(settings.busy_timeout_ms),
+                "LEDGER_MIRROR_ENABLED": str(settings.mirror_enabled).lower(),
+                "LEDGER_MIRROR_DIR": str(settings.resolved_mirror_dir.resolve()),
+                "LEDGER_HEALTH_FINDINGS_ENABLED": str(settings.health_findings_enabled).lower(),
+                "LEDGER_PROJECTOR": "process",
+            },
+            restart_delay_s=RESTART_DELAY_S,
         )
-        # The child reads the rest of its settings from the environment, as this process did;
-        # what this process was given as options is handed on as variables.
-        self._env = {
-            **os.environ,
-            "LEDGER_BUSY_TIMEOUT_MS": str(settings.busy_timeout_ms),
-            "LEDGER_MIRROR_ENABLED": str(settings.mirror_enabled).lower(),
-            "LEDGER_MIRROR_DIR": str(settings.resolved_mirror_dir.resolve()),
-            "LEDGER_HEALTH_FINDINGS_ENABLED": str(settings.health_findings_enabled).lower(),
-            "LEDGER_PROJECTOR": "process",
-        }
-        self._task: asyncio.Task[None] | None = None
-        self._process: asyncio.subprocess.Process | None = None
-        self._closing = False
-        self._ready = False
-        self.starts = 0
 
-    @property
-    def pid(self) -> int | None:
-        process = self._process
-        return None if process is None or process.returncode is not None else process.pid
-
-    async def start(self) -> None:
-        if self._task is None:
-            self._closing = False
-            self._task = asyncio.create_task(self._run(), name="ledger-projector-process")
-
-    async def stop(self) -> None:
-        self._closing = True
-        process = self._process
-        if process is not None and process.returncode is None:
-            assert process.stdin is not None
-            process.stdin.close()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                log.error("the projector did not exit in %.0f s: killed", STOP_TIMEOUT_S)
-                process.kill()
-                await process.wait()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        pause = RESTART_DELAY_S
-        while not self._closing:
-            self._ready = False
-            try:
-                await self._once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("the projector failed")
-            if self._closing:
-                return
-            if self._ready:
-                pause = RESTART_DELAY_S  # it was serving: not a crash loop
-            log.error("the projector exited: another in %.1f s", pause)
-            await asyncio.sleep(pause)
-            if not self._ready:
-                pause = min(MAX_RESTART_DELAY_S, pause * 2)
-
-    async def _once(self) -> None:
-        process = await asyncio.create_subprocess_exec(
-            *self._command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=self._env,
-        )
-        self._process = process
-        self.starts += 1
+    async def _talk(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
-        try:
-            ready = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
-            if ready != READY_LINE:
-                raise RuntimeError(f"the projector answered {ready!r}")
-            self._ready = True
-            while await process.stdout.read(4096):
-                pass
-            await process.wait()
-        finally:
-            if process.returncode is None and not self._closing:
-                process.kill()
-                await process.wait()
+        ready = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+        if ready != READY_LINE:
+            raise RuntimeError(f"the projector answered {ready!r}")
+        self._serving()
+        while await process.stdout.read(4096):
+            pass

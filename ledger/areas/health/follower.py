@@ -150,10 +150,9 @@ class HealthFollower:
             # The records' own newest change, not the log's head: the views may be far
             # behind the log, and a record changes when the views apply its events.
             head = findings_store.newest_record_change(conn)
-            changed = findings_store.changed_records(
+            return head, findings_store.changed_records(
                 conn, after_seq=after_seq, limit=limit, upto_seq=upto_seq
             )
-            return head, changed
 
         head, records = await self._store.read_sync(changed)
         self._heads.observe(time.monotonic(), head)

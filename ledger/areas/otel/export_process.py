@@ -17,29 +17,25 @@ checkpoint, so what the first had not saved is sent again, never lost.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import sys
-import time
 from collections.abc import Sequence
 
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.otel.export_worker import ExportOptions
 from ledger.areas.otel.follower import save_checkpoint
+from ledger.child_process import MAX_RESTART_DELAY_S, START_TIMEOUT_S, ChildProcess
 from ledger.log.store import LedgerStore
 
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ledger.areas.otel.export_worker"
-START_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 1.0
-MAX_RESTART_DELAY_S = 30.0
-STOP_TIMEOUT_S = 20.0
 TALLY_KEYS = ("sent", "refused", "retried", "failed_requests", "export_failures")
 
 
-class OtlpExportProcess:
+class OtlpExportProcess(ChildProcess):
     def __init__(
         self,
         options: ExportOptions,
@@ -47,82 +43,16 @@ class OtlpExportProcess:
         metrics: LedgerMetrics,
         command: Sequence[str] = (sys.executable, "-m", WORKER_MODULE),
     ) -> None:
+        super().__init__("the OTLP export process", command, restart_delay_s=RESTART_DELAY_S)
         self._options = options
         self._store = store
         self._metrics = metrics
-        self._command = tuple(command)
-        self._task: asyncio.Task[None] | None = None
-        self._process: asyncio.subprocess.Process | None = None
-        self._closing = False
-        self.starts = 0
 
-    @property
-    def pid(self) -> int | None:
-        """The running process's id (None between two)."""
-        process = self._process
-        return None if process is None or process.returncode is not None else process.pid
+    def _was_serving(self, ran_s: float) -> bool:
+        # It may be ready and still fail at its first export: what counts is running a while.
+        return ran_s > MAX_RESTART_DELAY_S
 
-    async def start(self) -> None:
-        if self._task is None:
-            self._closing = False
-            self._task = asyncio.create_task(self._run(), name="ledger-otlp-export-process")
-
-    async def stop(self) -> None:
-        """Close its stdin (it finishes its step and saves its checkpoint), wait for it, kill
-        it after STOP_TIMEOUT_S."""
-        self._closing = True
-        process = self._process
-        if process is not None and process.returncode is None:
-            assert process.stdin is not None
-            process.stdin.close()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                log.error("the OTLP export process did not exit in %.0f s: killed", STOP_TIMEOUT_S)
-                process.kill()
-                await process.wait()
-        if self._task is not None:
-            # It reads the process's last lines (its final checkpoint) before it ends.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        pause = RESTART_DELAY_S
-        while not self._closing:
-            started = time.monotonic()
-            try:
-                await self._once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("the OTLP export process failed")
-            if self._closing:
-                return
-            if time.monotonic() - started > MAX_RESTART_DELAY_S:
-                pause = RESTART_DELAY_S  # it ran a while: this is not a crash loop
-            log.error("the OTLP export process exited: another in %.0f s", pause)
-            await asyncio.sleep(pause)
-            pause = min(MAX_RESTART_DELAY_S, pause * 2)
-
-    async def _once(self) -> None:
-        process = await asyncio.create_subprocess_exec(
-            *self._command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-        )
-        self._process = process
-        self.starts += 1
-        try:
-            await self._follow(process)
-        finally:
-            if process.returncode is None and not self._closing:
-                process.kill()
-            if not self._closing:
-                await process.wait()
-
-    async def _follow(self, process: asyncio.subprocess.Process) -> None:
+    async def _talk(self, process: asyncio.subprocess.Process) -> None:
         """Hand it its options, wait for it to be ready, then read its tallies until it ends."""
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write((json.dumps(self._options) + "\n").encode())
@@ -130,6 +60,7 @@ class OtlpExportProcess:
         ready = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
         if not ready or json.loads(ready) != {"ready": True}:
             raise RuntimeError(f"the OTLP export process answered {ready!r}")
+        self._serving()
         seen = dict.fromkeys(TALLY_KEYS, 0)
         while line := await process.stdout.readline():
             tally = json.loads(line)
