@@ -69,3 +69,18 @@ def watched(page: Page) -> list[str]:
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     return errors
+
+
+def follow(page: Page, selector: str) -> None:
+    """Click a link or a submit button and wait until the page it leads to has loaded: a click
+    returns once the navigation is committed, before the new page's rows are parsed."""
+    with page.expect_navigation(wait_until="load"):
+        page.click(selector)
+
+
+def rollout_ids(page: Page) -> list[str]:
+    """The overview's rollout rows, in the order shown."""
+    found = page.locator("#rollouts tbody tr[data-rollout]").evaluate_all(
+        "rows => rows.map(r => r.dataset.rollout)"
+    )
+    return [str(rollout_id) for rollout_id in found]

@@ -17,7 +17,7 @@ from ledger.log import migrate
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import require_chromium
+from tests.viewer.browser import follow, require_chromium, rollout_ids
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,13 +46,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             data.retire(http, data.control_token(root / "data"), RETIRED)
         started.wait_for_views()
         yield started
-
-
-def _ids(page: Page) -> list[str]:
-    found = page.locator("#rollouts tbody tr[data-rollout]").evaluate_all(
-        "rows => rows.map(r => r.dataset.rollout)"
-    )
-    return [str(rollout_id) for rollout_id in found]
 
 
 def test_timeline_has_one_bar_per_call_and_tool_in_order_and_to_scale(
@@ -145,23 +138,23 @@ def test_overview_filters_return_the_right_rows(
     page.goto(f"{server.base_url}/ui/")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
     page.fill('input[name="id"]', "small-1*")
-    page.click('form.filters button[type="submit"]')
-    assert _ids(page) == [f"small-{i}" for i in range(10, 20)]
+    follow(page, 'form.filters button[type="submit"]')
+    assert rollout_ids(page) == [f"small-{i}" for i in range(10, 20)]
     page.select_option('select[name="state"]', "retired")
-    page.click('form.filters button[type="submit"]')
-    assert _ids(page) == []
+    follow(page, 'form.filters button[type="submit"]')
+    assert rollout_ids(page) == []
     page.goto(f"{server.base_url}/ui/?state=retired")
-    assert _ids(page) == RETIRED
+    assert rollout_ids(page) == RETIRED
     expect(page.locator(".card", has_text="Quality")).to_contain_text("0 / 2")
     # A capture-only rollout has gaps too (its calls are not attributed to an invocation).
     page.goto(f"{server.base_url}/ui/?gaps=yes&limit=100")
-    assert _ids(page) == sorted(["rich-0", *(f"small-{i:02d}" for i in range(SMALL))])
+    assert rollout_ids(page) == sorted(["rich-0", *(f"small-{i:02d}" for i in range(SMALL))])
     record = httpx.get(f"{server.base_url}/v1/rollouts/small-00/record").json()
     assert record["ng_trajectory"]["gaps"]
     page.goto(f"{server.base_url}/ui/?gaps=no")
-    assert _ids(page) == []
+    assert rollout_ids(page) == []
     page.goto(f"{server.base_url}/ui/?id=small-0%3F")
-    assert _ids(page) == [f"small-0{i}" for i in range(10)]
+    assert rollout_ids(page) == [f"small-0{i}" for i in range(10)]
 
 
 def test_overview_sorts_and_pages_by_keyset_and_back_works(
@@ -169,21 +162,21 @@ def test_overview_sorts_and_pages_by_keyset_and_back_works(
 ) -> None:
     everything = sorted(["rich-0", *(f"small-{i:02d}" for i in range(SMALL))])
     page.goto(f"{server.base_url}/ui/?limit=25")
-    seen = _ids(page)
+    seen = rollout_ids(page)
     assert seen == everything[:25]
-    page.click("a[rel=next]")
-    assert _ids(page) == everything[25:]
+    follow(page, "a[rel=next]")
+    assert rollout_ids(page) == everything[25:]
     expect(page.locator("a[rel=next]")).to_have_count(0)
     page.go_back()
-    assert _ids(page) == everything[:25]
+    assert rollout_ids(page) == everything[:25]
     # Sorted by calls, most first, ties by id descending; a click on the heading sorts.
-    page.click('th a:has-text("Calls")')
-    ranked = _ids(page)
+    follow(page, 'th a:has-text("Calls")')
+    ranked = rollout_ids(page)
     assert ranked[0] == "rich-0"
     counts = {f"small-{i:02d}": i % 3 + 1 for i in range(SMALL)}
     expected_small = sorted(counts, key=lambda k: (counts[k], k), reverse=True)
-    page.click("a[rel=next]")
-    assert ranked[1:] + _ids(page) == expected_small
+    follow(page, "a[rel=next]")
+    assert ranked[1:] + rollout_ids(page) == expected_small
 
 
 def test_the_live_tail_shows_a_new_event_without_a_reload_and_pauses(

@@ -14,7 +14,7 @@ from tests.lineage.rows import failure_row
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import require_chromium, screenshots_dir
+from tests.viewer.browser import follow, require_chromium, rollout_ids, screenshots_dir
 from tests.viewer.test_browser import upgrade
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -68,13 +68,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield started
 
 
-def _ids(page: Page) -> list[str]:
-    found: list[str] = page.locator("#rollouts tbody tr[data-rollout]").evaluate_all(
-        "rows => rows.map(r => r.dataset.rollout)"
-    )
-    return found
-
-
 def _named(page: Page) -> dict[str, str]:
     """Each call of the evidence table and what its row names, in the page's order."""
     rows = page.locator("#call-evidence tbody tr")
@@ -124,15 +117,15 @@ def test_the_overview_filters_rollouts_with_missing_evidence(
     server: ServerProcess, page: Page
 ) -> None:
     page.goto(f"{server.base_url}/ui/")
-    assert _ids(page) == ["ev-complete", "ev-missing", "ev-off", "ev-pending", "ev-proxy"]
+    assert rollout_ids(page) == ["ev-complete", "ev-missing", "ev-off", "ev-pending", "ev-proxy"]
     page.select_option('select[name="evidence"]', "missing")
-    page.click('form.filters button[type="submit"]')
-    assert _ids(page) == ["ev-missing", "ev-off"]
+    follow(page, 'form.filters button[type="submit"]')
+    assert rollout_ids(page) == ["ev-missing", "ev-off"]
     expect(page.locator('select[name="evidence"]')).to_have_value("missing")
     page.goto(f"{server.base_url}/ui/?evidence=pending")
-    assert _ids(page) == ["ev-pending"]
+    assert rollout_ids(page) == ["ev-pending"]
     page.goto(f"{server.base_url}/ui/?evidence=missing&state=live")
-    assert _ids(page) == []
+    assert rollout_ids(page) == []
 
 
 def test_a_bad_evidence_filter_is_a_400(server: ServerProcess) -> None:

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from tests.support import viewer_data as data
 from tests.support.databases import sqlite_url
 from tests.support.server import ServerProcess
-from tests.viewer.browser import require_chromium
+from tests.viewer.browser import follow, require_chromium, rollout_ids
 from tests.viewer.test_browser import upgrade
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -120,13 +120,6 @@ def test_a_long_line_is_folded_with_its_size_and_an_rtl_override_shows_as_a_code
     assert page.url.endswith("/ui/rollouts/talk-responses#call-0")
 
 
-def _ids(page: Page) -> list[str]:
-    found = page.locator("#rollouts tbody tr[data-rollout]").evaluate_all(
-        "rows => rows.map(r => r.dataset.rollout)"
-    )
-    return [str(rollout_id) for rollout_id in found]
-
-
 def test_the_overview_answers_per_task_questions(
     server: ServerProcess, page: Page, shots: Path
 ) -> None:
@@ -140,21 +133,21 @@ def test_the_overview_answers_per_task_questions(
     page.set_viewport_size({"width": 1280, "height": 800})
     page.screenshot(path=str(shots / "overview-tasks.png"), full_page=True)
     # The Rollout heading sorts by task and rollout numbers.
-    page.click('#rollouts th a:has-text("Rollout")')
-    assert _ids(page) == ["0-0", "0-1", "0-2", "0-2-a1", "0-10", "1-0", "1-9", "1-11"]
+    follow(page, '#rollouts th a:has-text("Rollout")')
+    assert rollout_ids(page) == ["0-0", "0-1", "0-2", "0-2-a1", "0-10", "1-0", "1-9", "1-11"]
     # The task's link filters on it exactly; the resolved filter narrows further.
-    page.click('#tasks a:has-text("flask-4045")')
-    assert _ids(page) == ["1-0", "1-9", "1-11"]
+    follow(page, '#tasks a:has-text("flask-4045")')
+    assert rollout_ids(page) == ["1-0", "1-9", "1-11"]
     expect(page.locator('input[name="task"]')).to_have_value("swe-verified/flask-4045")
     page.select_option('select[name="resolved"]', "yes")
-    page.click('form.filters button[type="submit"]')
-    assert _ids(page) == ["1-9"]  # the 7th of the run: n % 3 == 0
+    follow(page, 'form.filters button[type="submit"]')
+    assert rollout_ids(page) == ["1-9"]  # the 7th of the run: n % 3 == 0
     expect(page.locator('#rollouts tr[data-rollout="1-9"] [data-col=resolved]')).to_contain_text(
         "yes"
     )
     page.fill('input[name="task"]', "")
     page.fill('input[name="task_has"]', "django")
     page.select_option('select[name="resolved"]', "")
-    page.click('form.filters button[type="submit"]')
-    assert sorted(_ids(page)) == sorted(["0-0", "0-1", "0-2", "0-10", "0-2-a1"])
+    follow(page, 'form.filters button[type="submit"]')
+    assert sorted(rollout_ids(page)) == sorted(["0-0", "0-1", "0-2", "0-10", "0-2-a1"])
     expect(page.locator('#rollouts tr[data-rollout="0-2-a1"] [data-col=attempt]')).to_have_text("1")
