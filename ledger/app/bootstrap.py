@@ -216,7 +216,7 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         store=store,
         core=CoreService(store, events_page_max=settings.events_page_max),
         control_token=control_token,
-        captures=CaptureService(store),
+        captures=CaptureService(store, freshness),
         lineage=LineageService(store, metrics=metrics, page_max=settings.events_page_max),
         observations=ObservationService(store, freshness),
         freshness=freshness,

@@ -9,7 +9,7 @@ it, so the bytes are the same by construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.log.canonical import Checked, canonical_bytes, sha256_hex
@@ -24,17 +24,10 @@ class EncodedPayload:
     text: str
     sha256: str
     size: int
-    # What an area derived from the body before the writer, for its projectors (handed to
-    # them as ``StoredEvent.derived``); never stored or hashed, so not compared either.
-    derived: object = field(default=None, compare=False, repr=False)
 
 
-def encode_body(
-    body: dict[str, Any], *, derived: object = None, plain: Checked = False
-) -> EncodedPayload:
+def encode_body(body: dict[str, Any], *, plain: Checked = False) -> EncodedPayload:
     """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate.
     ``plain``: what of ``body`` the caller has found plain (``canonical.Checked``)."""
     data = canonical_bytes(body, plain=plain)
-    return EncodedPayload(
-        body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data), derived=derived
-    )
+    return EncodedPayload(body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data))

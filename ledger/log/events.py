@@ -29,10 +29,10 @@ class EventType:
     version: int = 1
     # upcasters[n] turns a version-n payload into a version-(n+1) payload.
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
-    # What the kind's area derives from a (current-version) payload before the writer and
-    # hands to its projectors as ``StoredEvent.derived``. A replay (``ledger verify``) derives
-    # it once per event with this, so the projectors that share it (a capture's record, used by
-    # two areas) get it from one computation, as when the event was appended.
+    # What the kind's area derives from a (current-version) payload for its views, handed to
+    # them as ``StoredEvent.derived``: a page of the log is decoded once (the projection
+    # follower, a replay), so the views that share it (a capture's record, used by two areas)
+    # get it from one computation.
     derive: Derivation | None = None
 
     def __post_init__(self) -> None:

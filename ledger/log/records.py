@@ -29,8 +29,9 @@ class StoredEvent:
     payload: dict[str, Any] | None
     payload_sha256: str
     hash: str
-    # What the command's area derived from the payload before the writer (EncodedPayload),
-    # for its projectors; None for events read back or rebuilt. Not part of the event.
+    # What the kind's area derives from the payload (``EventType.derive``), set when a page of
+    # the log is decoded for the views, so the projectors that share it compute it once; None
+    # for an event the writer appends. Not part of the event.
     derived: object = field(default=None, compare=False, repr=False)
 
 

@@ -309,7 +309,6 @@ class WriteTransaction:
             payload=encoded.body,
             payload_sha256=payload_sha256,
             hash=event_hash,
-            derived=encoded.derived,
         )
         if rollout_id is not None:
             if self._projects_rollouts:

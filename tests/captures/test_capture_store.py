@@ -54,6 +54,7 @@ async def test_sql_views_give_normalised_columns_and_null_aware_sums(
     await captures.append("r1", failed_exchange(model_call_id="b"))
     await captures.append("r1", messages_exchange(model_call_id="c"))
     await captures.mark_incomplete("r2")
+    await catch_up_views(store)  # the SQL views read the capture view's rows
     rows = await run_readonly_query(
         database_url,
         "SELECT call_index, model_call_id, dialect, model, status_code, tokens_in, "
@@ -85,6 +86,7 @@ async def test_views_answer_from_the_databases_own_shell(
     """Plain ``sqlite3`` / ``psql``, no ledger code in between."""
     await captures.append("r1", chat_exchange(model_call_id="a", prompt_tokens=10))
     await captures.append("r1", messages_exchange(model_call_id="b"))
+    await catch_up_views(store)
     query = "SELECT rollout_id, num_calls, tokens_in FROM rollout_model_call_metrics"
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":

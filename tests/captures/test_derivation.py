@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from ledger.app.areas import default_projectors
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.derivation import at_position, derive_call, record_text, trajectory_entry
-from ledger.areas.captures.service import CaptureService, prepare_exchange
+from ledger.areas.captures.service import CaptureService
 from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_chain, verify_projections
@@ -52,25 +54,6 @@ def test_derived_at_a_position_is_the_record_built_at_that_position(
     assert derived.trajectory_entry == trajectory_entry(built.model_dump(mode="json"))
 
 
-def test_prepare_exchange_hands_the_derivation_to_the_writer() -> None:
-    prepared = prepare_exchange("r1", EXCHANGES[0])
-    # The capture projection's part only: the views derive the rest from the event.
-    assert prepared.payload.derived == derive_call(prepared.exchange, for_views=False)
-
-
-@pytest.mark.parametrize("exchange", EXCHANGES)
-def test_the_append_s_derivation_is_the_full_one_without_the_views_part(
-    exchange: dict[str, Any],
-) -> None:
-    full, append = derive_call(exchange), derive_call(exchange, for_views=False)
-    assert (append.columns, append.record, append.record_plain) == (
-        full.columns,
-        full.record,
-        full.record_plain,
-    )
-    assert append.call is None and append.trajectory_entry is None
-
-
 async def test_captures_through_the_service_rebuild_identically(store: LedgerStore) -> None:
     captures = CaptureService(store)
     # (a damaged call comes only from the importer: the service refuses such an exchange)
@@ -84,8 +67,9 @@ async def test_captures_through_the_service_rebuild_identically(store: LedgerSto
         ]
     )
     assert [r.status for r in results] == [201] * len(valid)
+    await catch_up_views(store)  # the capture view derives behind the append
     async with store.read() as conn:
         chain = await verify_chain(conn)
-        projections = await verify_projections(conn, store.catalogue, store.projectors)
+        projections = await verify_projections(conn, store.catalogue, default_projectors())
     assert chain.ok, chain.problem
     assert projections.ok, projections.differences

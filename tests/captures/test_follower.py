@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.follow_tables import capture_follow_files
 from ledger.areas.captures.follower import CaptureDirFollower, FollowOptions
 from ledger.areas.captures.service import CaptureService
@@ -46,11 +47,12 @@ async def eventually(check: Callable[[], Any], what: str) -> None:
 
 
 async def call_ids(store: LedgerStore, rollout_id: str) -> list[str]:
-    view = await CaptureService(store).attachment(rollout_id, payloads=False)
+    view = await attachment(store, rollout_id)
     return [call["model_call_id"] for call in view["calls"]]
 
 
 async def attachment(store: LedgerStore, rollout_id: str) -> dict[str, Any]:
+    await catch_up_views(store)  # the capture view follows the appends
     return await CaptureService(store).attachment(rollout_id, payloads=False)
 
 

@@ -25,7 +25,7 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.queries import load_state, lookup_capture
 from ledger.areas.captures.service import CaptureService
-from ledger.areas.captures.tables import capture_state
+from ledger.areas.captures.tables import capture_positions, capture_state
 from ledger.areas.lineage import queries as lineage
 from ledger.log import migrate
 from ledger.log.engines import create_sqlite_writer_engine
@@ -65,7 +65,7 @@ async def rows(store: LedgerStore) -> dict[str, list[dict[str, Any]]]:
                 dict(row._mapping)
                 for row in await conn.execute(select(table).order_by(table.c.rollout_id))
             ]
-            for table in (rollouts, capture_state)
+            for table in (rollouts, capture_state, capture_positions)
         }
 
 
@@ -128,7 +128,7 @@ async def test_reads_inside_a_command_see_what_it_appended(store: LedgerStore) -
         # explicit flush a command makes before reading by SQL.
         tx.flush_pending()
         state = load_state(tx.conn, "r1", 0)
-        seen.append((state.next_call_index, state.record_count, state.last_seq == last))
+        seen.append((state.next_call_index, state.has_evidence, state.last_seq == last))
         seen.append(lookup_capture(tx.conn, "r1", "c").next_call_index)
         # A raw read of the rollouts row, and the lineage commands' read of its state.
         row = tx.conn.execute(select(rollouts).where(rollouts.c.rollout_id == "r1")).one()
@@ -140,10 +140,13 @@ async def test_reads_inside_a_command_see_what_it_appended(store: LedgerStore) -
         return seen
 
     seen = await store.execute(command)
-    assert seen == [(2, 2, True), 2, (1, True), "discarded"]
+    assert seen == [(2, True, True), 2, (1, True), "discarded"]
     await assert_rebuilds_identically(store)
-    state = (await rows(store))["capture_state"][0]
-    assert (state["next_call_index"], state["record_count"]) == (3, 3)
+    stored = await rows(store)
+    assert (stored["capture_state"][0]["next_call_index"], len(stored["capture_positions"])) == (
+        3,
+        3,
+    )
 
 
 async def test_a_failed_command_leaves_no_rows_behind(store: LedgerStore) -> None:

@@ -29,7 +29,18 @@ from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
 
 # The write side's projections, then the views that follow the log.
-PROJECTIONS = ["rollouts", "captures", "lineage", "runs", "evidence", "observations"]
+PROJECTIONS = [
+    "rollouts",
+    "captures",
+    "lineage",
+    "runs",
+    "evidence",
+    "capture_calls",
+    "observations",
+]
+# Each projection's version today: the captures' write side is at 2 since the capture view
+# took its derived rows (revision 0018).
+VERSIONS = {**dict.fromkeys(PROJECTIONS, 1), "captures": 2}
 
 
 class RolloutsProjectorV2(RolloutsProjector):
@@ -83,9 +94,9 @@ async def _verify(url: str) -> list[str]:
 
 
 async def test_a_new_database_records_every_projection_at_its_version(database_url: str) -> None:
-    assert await _run(database_url, _versions) == dict.fromkeys(PROJECTIONS, 1)
+    assert await _run(database_url, _versions) == VERSIONS
     assert [p.name for p in default_projectors()] == PROJECTIONS
-    assert all(p.version == 1 for p in default_projectors())
+    assert {p.name: p.version for p in default_projectors()} == VERSIONS
     await ensure_database_ready(database_url)
     report = await upgrade_database(database_url)
     assert report is not None and report.stale == []
@@ -104,7 +115,7 @@ async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -
 
     report = await rebuild_stale_projections(url, default_catalogue(), projectors)
     assert report.stale == ["rollouts"] and report.events == len(before)
-    assert await _run(url, _versions) == {**dict.fromkeys(PROJECTIONS, 1), "rollouts": 2}
+    assert await _run(url, _versions) == {**VERSIONS, "rollouts": 2}
     assert await _run(url, _events) == before  # the log is never touched
     assert await _verify(url) == []
     # The running code's projections (version 1 of rollouts) now see a stale rollouts row.
@@ -127,7 +138,7 @@ async def test_a_projection_new_to_the_database_is_built(database_url: str) -> N
         await ensure_database_ready(database_url)
     report = await upgrade_database(database_url)
     assert report is not None and report.stale == ["lineage"]
-    assert await _run(database_url, _versions) == dict.fromkeys(PROJECTIONS, 1)
+    assert await _run(database_url, _versions) == VERSIONS
     assert await _verify(database_url) == []
 
 
@@ -142,7 +153,7 @@ async def test_0010_gives_a_database_upgraded_by_the_earlier_0005_its_versions(
     await _run(url, lambda c: c.execute(text("DROP TABLE projection_versions")))
     await migrate.upgrade(url)
     # 0015 (after 0010) finds rows and captures in the log and marks its new projection.
-    assert await _run(url, _versions) == {**dict.fromkeys(PROJECTIONS, 1), "evidence": 0}
+    assert await _run(url, _versions) == {**VERSIONS, "evidence": 0}
     report = await upgrade_database(url)
     assert report is not None and report.stale == ["evidence"]
     await ensure_database_ready(url)

@@ -14,7 +14,7 @@ from ledger.app.areas import (
     default_mirror_areas,
     write_side_projectors,
 )
-from ledger.app.bootstrap import Ledger
+from ledger.app.bootstrap import Ledger, catch_up_views
 from ledger.app.cli.main import main
 from ledger.app.config import Settings
 from ledger.areas.captures.service import CaptureService
@@ -175,6 +175,7 @@ async def test_delete_ends_the_generation_in_the_mirror(database_url: str, tmp_p
         assert sorted(p.name for p in directory.iterdir()) == []
         await captures.append("r1", chat_exchange(model_call_id="new"))
         await wait_for_mirror(store)
+        await catch_up_views(store)
         served = (await captures.model_calls("r1", payloads=True))["calls"]
         assert gym_strict_records(directory / "r1.capture.jsonl") == served
         assert [c["model_call_id"] for c in served] == ["new"]

@@ -1,19 +1,18 @@
-"""What the projections derive from a captured exchange, computed once and before the writer.
+"""What the views derive from a captured exchange, computed once per event.
 
-A capture's rows need its ``ModelCallRecord`` (the capture projection's normalised columns and
-payload-free record, the observations projection's record with payloads and trajectory entry).
+A capture's view rows need its ``ModelCallRecord`` (the capture view's normalised columns and
+payload-free record, the observations view's record with payloads and trajectory entry).
 Deriving it (pydantic validation and dumps) is the largest part of applying a capture, and it
-needs no ledger state but the call's position, ``call_index``, which only the writer knows.
+needs no ledger state but the call's position, ``call_index``, which the write side gave it.
 Every derived piece is a function of the exchange alone apart from the ``call_index`` field of
 the two record dumps (``build_model_call_record`` copies its argument into that field and
 nothing else depends on it), so ``derive_call`` builds the record at position 0 and the
 projectors put the real position into those dumps (``at_position``).
 
-``prepare_exchange`` derives the capture projection's part (the record and its columns) while
-validating the request and hands it to the writer with the encoded payload
-(``EncodedPayload.derived``); a projector applying an event without it (the views' follower, a
-rebuild, ``verify``, the importer) calls ``derive_call`` itself, so the rows are the same
-function of the event either way.
+Nothing is derived on the append: the kind's ``EventType.derive`` runs when a page of the log
+is decoded for the views (the projection follower, a rebuild, ``verify``), and both views take
+it from ``StoredEvent.derived``; a view applying an event without it calls ``derive_call``
+itself (``derived_of``), so the rows are the same function of the event either way.
 """
 
 from __future__ import annotations
@@ -88,24 +87,19 @@ def trajectory_entry(call: Mapping[str, Any]) -> str | None:
     return compact_json(entry.model_dump(mode="json"))
 
 
-def derive_call(exchange: Any, *, plain: bool = False, for_views: bool = True) -> DerivedCall:
+def derive_call(exchange: Any, *, plain: bool = False) -> DerivedCall:
     """The capture's derivation; by hand where pydantic would change nothing
     (``ledger.gym.plain_dumps``), else through the models. ``plain``: the caller has found the
     whole exchange plain (``is_plain_json``); else its payloads are checked here, once for the
-    entry and the call's stored text both. ``for_views=False`` (the append's, before the
-    writer): only what the capture projection of the write side needs, the record and its
-    columns; the views follow the log and derive the rest from the event."""
+    entry and the call's stored text both."""
     try:
         fields = record_fields(exchange, 0)
     except ValueError:
         return _DAMAGED
     record = plain_dumps.record_dump(fields)
     if record is None:
-        return _validated(fields, exchange, for_views=for_views)
+        return _validated(fields, exchange)
     record_plain = is_plain_json(record)
-    if not for_views:
-        columns = _columns(record, len(fields["tool_calls"]))
-        return DerivedCall(columns, record, None, None, record_plain)
     call = dump_with_payloads(record, exchange)
     payloads_plain = plain or _payloads_plain(call)
     entry = plain_dumps.trajectory_entry_text(
@@ -140,14 +134,12 @@ def _call_checked(record_plain: bool, payloads_plain: bool) -> Checked:
 _DAMAGED = DerivedCall({"damaged": True}, None, None, None)
 
 
-def _validated(fields: dict[str, Any], exchange: Any, *, for_views: bool) -> DerivedCall:
+def _validated(fields: dict[str, Any], exchange: Any) -> DerivedCall:
     try:
         built = ModelCallRecord.model_validate(fields)
     except ValueError:
         return _DAMAGED
     record = built.model_dump(mode="json", exclude=_PAYLOADS)
-    if not for_views:
-        return DerivedCall(_columns(record, len(built.tool_calls)), record, None, None)
     call = dump_with_payloads(record, exchange)
     return DerivedCall(
         _columns(record, len(built.tool_calls)), record, call, trajectory_entry(call)

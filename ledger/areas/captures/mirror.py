@@ -17,7 +17,7 @@ from ledger.areas.captures.events import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
-from ledger.areas.captures.queries import CallRow, read_capture_view
+from ledger.areas.captures.queries import PositionEvent, read_positions
 from ledger.gym.capture_lines import serialize_capture_line
 from ledger.log.errors import LogDamaged
 from ledger.log.records import StoredEvent
@@ -75,26 +75,26 @@ class CaptureMirror:
             files.remove(marker)
 
     async def expected_files(self, conn: AsyncConnection, rollout_id: str) -> dict[str, bytes]:
-        view = await read_capture_view(conn, rollout_id, with_payloads=True)
+        state, positions = await read_positions(conn, rollout_id)
         capture_name, marker_name = self.file_names(rollout_id)
         files: dict[str, bytes] = {}
-        lines = [_line_of(call) for call in view.calls]
+        lines = [_line_of(position) for position in positions]
         if lines:
             files[capture_name] = b"".join(lines)
-        if view.state.incomplete:
+        if state.incomplete:
             files[marker_name] = b""
         return files
 
 
-def _line_of(call: CallRow) -> bytes:
-    if call.kind is None:  # the projection points at a seq the log no longer has
-        raise LogDamaged(f"the event at seq {call.seq} (a capture) is missing from the log")
-    if call.payload is None:
+def _line_of(position: PositionEvent) -> bytes:
+    if position.kind is None:  # the projection points at a seq the log no longer has
+        raise LogDamaged(f"the event at seq {position.seq} (a capture) is missing from the log")
+    if position.payload is None:
         raise LogDamaged(
-            f"the capture at seq {call.seq} has no payload, but its generation is live "
+            f"the capture at seq {position.seq} has no payload, but its generation is live "
             "(compaction redacts ended generations only)"
         )
-    return capture_line(call.kind, call.payload)
+    return capture_line(position.kind, position.payload)
 
 
 def areas() -> list[MirrorArea]:

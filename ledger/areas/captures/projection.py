@@ -1,8 +1,10 @@
-"""Projections of the captures area: per-position call rows and per-rollout capture state.
+"""The captures area's projection of the write side: positions and per-rollout capture state.
 
 ``call_index`` is assigned here and nowhere else: the next position of the rollout's current
 generation since its last clear. Every ``model_call.captured`` and ``model_call.damaged`` event
-consumes one, like a non-blank line of Gym's capture file under the tolerant read.
+consumes one, like a non-blank line of Gym's capture file under the tolerant read. Nothing here
+derives anything from the exchange: a position is its identity (``model_call_id`` and the
+event's ``payload_sha256``); what the exchange says is the view's (``calls_view.py``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert
 
-from ledger.areas.captures.derivation import (
-    DerivedCall,
-    derive_call,
-    derived_of,
-    record_text_at,
-)
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -28,7 +24,7 @@ from ledger.areas.captures.events import (
     MODEL_CALL_DAMAGED,
 )
 from ledger.areas.captures.queries import CaptureState, is_pending, load_state
-from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
+from ledger.areas.captures.tables import capture_pending, capture_positions, capture_state
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import encode_body
 from ledger.log.ended_generations import (
@@ -53,21 +49,19 @@ _HANDLED = frozenset(
 )
 
 
-_CALL_COLUMNS = [column.name for column in capture_calls.columns]
 # Compiled once and run on the driver (store/driver.py): these run for every capture.
-_INSERT_CALL = DriverStatement(capture_calls.insert())
+_INSERT_POSITION = DriverStatement(capture_positions.insert())
 _INSERT_STATE = DriverStatement(capture_state.insert())
 _UPDATE_STATE = DriverStatement(
     capture_state.update().where(capture_state.c.rollout_id == bindparam("b_rollout_id"))
 )
-_DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
 _FORGET_GENERATION = tuple(
     DriverStatement(
         delete(table)
         .where(table.c.rollout_id == bindparam("b_rollout_id"))
         .where(table.c.generation == bindparam("b_generation"))
     )
-    for table in (capture_calls, capture_pending)
+    for table in (capture_positions, capture_pending)
 )
 
 
@@ -77,28 +71,16 @@ def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
     return encode_body({"model_call_id": model_call_id, "exchange": exchange}).sha256
 
 
-def call_columns(exchange: dict[str, Any], call_index: int) -> dict[str, Any]:
-    """The normalised columns of one position; a damaged row when no record can be built."""
-    return _columns_at(derive_call(exchange), call_index)
-
-
-def _columns_at(derived: DerivedCall, call_index: int) -> dict[str, Any]:
-    if derived.record is None:
-        return dict(derived.columns)
-    # Field order kept (not sorted): reads hand the record out as Gym orders it.
-    return {**derived.columns, "record": record_text_at(derived, call_index)}
-
-
 class CapturesProjector:
-    """Writes call and pending rows in ``apply``; keeps each touched rollout's
+    """Writes position and pending rows in ``apply``; keeps each touched rollout's
     ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
     command appending many captures to a rollout reads that row once and writes it once
     instead of once per capture. ``tx.flush_pending()`` writes it before a command reads by SQL
     (``DefersRows``)."""
 
     name = "captures"
-    version = 1
-    tables: tuple[Table, ...] = (capture_calls, capture_state, capture_pending)
+    version = 2
+    tables: tuple[Table, ...] = (capture_positions, capture_state, capture_pending)
 
     def __init__(self) -> None:
         # rollout_id -> its capture_state row as of the last event applied in this command;
@@ -106,8 +88,8 @@ class CapturesProjector:
         self._known: dict[str, CaptureState] = {}
         # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
         self._unwritten: dict[str, None] = {}
-        # Inside ``apply_many``: the call rows not inserted yet (one executemany at the end).
-        self._call_rows: list[dict[str, Any]] | None = None
+        # Inside ``apply_many``: the position rows not inserted yet (one executemany at the end).
+        self._position_rows: list[dict[str, Any]] | None = None
         # Generations ended by tombstones in this command, removed together (ended_generations.py).
         self._ended = EndedGenerations()
 
@@ -117,7 +99,7 @@ class CapturesProjector:
     def _remove_ended(self, conn: Connection) -> None:
         if self._ended:
             ended = self._ended.take()
-            for table in (capture_calls, capture_pending):
+            for table in (capture_positions, capture_pending):
                 delete_generations(conn, table, ended)
             delete_rollouts(conn, capture_state, ended)
 
@@ -130,8 +112,6 @@ class CapturesProjector:
             values = {
                 "generation": state.generation,
                 "next_call_index": state.next_call_index,
-                "record_count": state.record_count,
-                "damaged_count": state.damaged_count,
                 "has_evidence": state.has_evidence,
                 "incomplete": state.incomplete,
                 "pending_count": state.pending_count,
@@ -156,21 +136,21 @@ class CapturesProjector:
         self._ended.clear()
 
     def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        """``apply`` of each event in turn (``AppliesMany``), the call rows inserted together:
-        no statement of ``apply`` reads ``capture_calls``, and the deletes of a clear or a
-        tombstone insert the rows kept so far first."""
-        self._call_rows = []
+        """``apply`` of each event in turn (``AppliesMany``), the position rows inserted
+        together: no statement of ``apply`` reads ``capture_positions``, and the deletes of a
+        clear or a tombstone insert the rows kept so far first."""
+        self._position_rows = []
         try:
             for event in events:
                 self.apply(conn, event)
-            self._insert_kept_calls(conn)
+            self._insert_kept_positions(conn)
         finally:
-            self._call_rows = None
+            self._position_rows = None
 
-    def _insert_kept_calls(self, conn: Connection) -> None:
-        if self._call_rows:
-            rows, self._call_rows = self._call_rows, []
-            _INSERT_CALL.execute_many(conn, rows)
+    def _insert_kept_positions(self, conn: Connection) -> None:
+        if self._position_rows:
+            rows, self._position_rows = self._position_rows, []
+            _INSERT_POSITION.execute_many(conn, rows)
 
     def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
         known = self._known.get(rollout_id)
@@ -188,7 +168,7 @@ class CapturesProjector:
         if event.kind == ROLLOUT_DELETED:
             # The rows kept so far go in first: the removal of the ended generation (at the
             # next event or the flush) must see them.
-            self._insert_kept_calls(conn)
+            self._insert_kept_positions(conn)
             self._ended.add(rollout_id, event.generation)
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
@@ -232,39 +212,31 @@ class CapturesProjector:
     def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
         """Writes the position's row; the state after the event (``last_seq`` included)."""
         call_index = state.next_call_index
+        state = replace(
+            state, next_call_index=call_index + 1, has_evidence=True, last_seq=event.seq
+        )
         payload = event.payload
         if payload is None:
             # Redacted by compaction: only ended generations are redacted, and their rows are
             # dropped when the tombstone is projected, so the position alone is enough here.
-            return replace(
-                state, next_call_index=call_index + 1, has_evidence=True, last_seq=event.seq
-            )
-        row = dict(_DAMAGED_ROW)
+            return state
+        model_call_id = None
+        exchange_sha256 = None
         if event.kind == MODEL_CALL_CAPTURED:
-            derived = derived_of(event.derived, payload["exchange"])
-            row.update(_columns_at(derived, call_index))
-            row["model_call_id"] = payload["model_call_id"]
-            row["exchange_sha256"] = event.payload_sha256
-        row.update(
-            rollout_id=state.rollout_id,
-            generation=state.generation,
-            call_index=call_index,
-            seq=event.seq,
-        )
-        if self._call_rows is None:
-            _INSERT_CALL.execute(conn, row)
+            model_call_id = payload["model_call_id"]
+            exchange_sha256 = event.payload_sha256
+        row = {
+            "rollout_id": state.rollout_id,
+            "generation": state.generation,
+            "call_index": call_index,
+            "seq": event.seq,
+            "model_call_id": model_call_id,
+            "exchange_sha256": exchange_sha256,
+        }
+        if self._position_rows is None:
+            _INSERT_POSITION.execute(conn, row)
         else:
-            self._call_rows.append(row)
-        damaged = bool(row["damaged"])
-        state = replace(
-            state,
-            next_call_index=call_index + 1,
-            has_evidence=True,
-            last_seq=event.seq,
-            damaged_count=state.damaged_count + damaged,
-            record_count=state.record_count + (not damaged),
-        )
-        model_call_id = row.get("model_call_id")
+            self._position_rows.append(row)
         if model_call_id is not None:
             state = self._settle_pending(conn, state, model_call_id)
         return state
@@ -285,7 +257,7 @@ class CapturesProjector:
         return state
 
     def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
-        self._insert_kept_calls(conn)
+        self._insert_kept_positions(conn)
         for statement in _FORGET_GENERATION:
             statement.execute(conn, {"b_rollout_id": rollout_id, "b_generation": generation})
 
@@ -294,4 +266,4 @@ def projectors() -> list[Projector]:
     return [CapturesProjector()]
 
 
-__all__ = ["CapturesProjector", "call_columns", "exchange_sha256", "projectors"]
+__all__ = ["CapturesProjector", "exchange_sha256", "projectors"]

@@ -9,7 +9,14 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, Integer, String, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.areas.captures.tables import capture_calls, capture_pending, capture_state
+from ledger.areas.captures.tables import (
+    capture_call_counts,
+    capture_calls,
+    capture_pending,
+    capture_positions,
+    capture_state,
+)
+from ledger.gym.capture_attachment import capture_gaps
 from ledger.log.canonical import parse_json
 from ledger.log.driver import DriverQuery
 from ledger.log.tables import events
@@ -22,8 +29,6 @@ class CaptureState:
     rollout_id: str
     generation: int
     next_call_index: int = 0
-    record_count: int = 0
-    damaged_count: int = 0
     has_evidence: bool = False
     incomplete: bool = False
     pending_count: int = 0
@@ -31,6 +36,15 @@ class CaptureState:
     last_seq: int | None = None
     stored: bool = False
     """Whether a ``capture_state`` row exists for the id (whatever its generation)."""
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """How many positions of a rollout generation are records and how many are damaged (the
+    view's, ``capture_call_counts``: telling them apart is the derivation's)."""
+
+    record_count: int = 0
+    damaged_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,7 @@ class CallRow:
 @dataclass(frozen=True)
 class CaptureView:
     state: CaptureState
+    counts: CallCounts
     calls: list[CallRow]
 
 
@@ -68,8 +83,6 @@ def _state_from_row(row: Any) -> CaptureState:
         rollout_id=row.rollout_id,
         generation=row.generation,
         next_call_index=row.next_call_index,
-        record_count=row.record_count,
-        damaged_count=row.damaged_count,
         has_evidence=bool(row.has_evidence),
         incomplete=bool(row.incomplete),
         pending_count=row.pending_count,
@@ -85,7 +98,7 @@ _LOAD_STATE = DriverQuery(
     select(capture_state).where(capture_state.c.rollout_id == bindparam("rollout_id"))
 )
 _FIND_CALL = text(
-    "SELECT call_index, seq, exchange_sha256 FROM capture_calls "
+    "SELECT call_index, seq, exchange_sha256 FROM capture_positions "
     "WHERE rollout_id = :rollout_id AND generation = :generation "
     "AND model_call_id = :model_call_id"
 )
@@ -98,7 +111,7 @@ _LOOKUP = DriverQuery(
         "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
         "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
         "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
-        "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+        "LEFT JOIN capture_positions c ON c.rollout_id = k.rollout_id "
         "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id = :model_call_id"
     ).columns(
         generation=Integer,
@@ -147,7 +160,7 @@ _LOOKUP_MANY = text(
     "FROM (SELECT CAST(:rollout_id AS VARCHAR(200)) AS rollout_id) k "
     "LEFT JOIN rollouts r ON r.rollout_id = k.rollout_id "
     "LEFT JOIN capture_state s ON s.rollout_id = k.rollout_id "
-    "LEFT JOIN capture_calls c ON c.rollout_id = k.rollout_id "
+    "LEFT JOIN capture_positions c ON c.rollout_id = k.rollout_id "
     "AND c.generation = COALESCE(r.generation, 0) AND c.model_call_id IN :model_call_ids"
 ).bindparams(bindparam("model_call_ids", expanding=True))
 
@@ -192,6 +205,32 @@ def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureSta
     return _state_from_row(row)
 
 
+_LOAD_COUNTS = select(
+    capture_call_counts.c.record_count, capture_call_counts.c.damaged_count
+).where(
+    capture_call_counts.c.rollout_id == bindparam("rollout_id"),
+    capture_call_counts.c.generation == bindparam("generation"),
+)
+
+
+def load_counts(conn: Connection, rollout_id: str, generation: int) -> CallCounts:
+    row = conn.execute(_LOAD_COUNTS, {"rollout_id": rollout_id, "generation": generation}).first()
+    if row is None:
+        return CallCounts()
+    return CallCounts(record_count=row.record_count, damaged_count=row.damaged_count)
+
+
+def merge_gaps(state: CaptureState, counts: CallCounts) -> list[dict[str, Any]]:
+    """Gym's merge gaps of a rollout generation (§5.3), from its state and its counts."""
+    return capture_gaps(
+        has_evidence=state.has_evidence,
+        record_count=counts.record_count,
+        damaged_count=counts.damaged_count,
+        incomplete=state.incomplete,
+        pending=state.pending_count > 0,
+    )
+
+
 def find_call(
     conn: Connection, rollout_id: str, generation: int, model_call_id: str
 ) -> StoredCall | None:
@@ -214,21 +253,17 @@ def is_pending(conn: Connection, rollout_id: str, generation: int, model_call_id
     return row is not None
 
 
-async def read_capture_view(
-    conn: AsyncConnection, rollout_id: str, *, with_payloads: bool
-) -> CaptureView:
-    """``capture_view`` on an async connection."""
-    return await conn.run_sync(capture_view, rollout_id, with_payloads)
-
-
 def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> CaptureView:
     """The rollout's state and every position in ``call_index`` order, in ONE indexed query.
 
-    ``capture_state`` (primary key) left-joined to ``capture_calls`` (primary key prefix
-    ``rollout_id, generation``), and to ``events`` by primary key when payloads are wanted.
+    ``capture_state`` (primary key) left-joined to ``capture_call_counts`` (primary key) and
+    ``capture_calls`` (primary key prefix ``rollout_id, generation``), and to ``events`` by
+    primary key when payloads are wanted.
     """
     columns: list[Any] = [
         capture_state,
+        capture_call_counts.c.record_count,
+        capture_call_counts.c.damaged_count,
         capture_calls.c.call_index,
         capture_calls.c.seq.label("call_seq"),
         capture_calls.c.damaged,
@@ -236,6 +271,10 @@ def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> Capt
         capture_calls.c.record,
     ]
     joined = capture_state.outerjoin(
+        capture_call_counts,
+        (capture_call_counts.c.rollout_id == capture_state.c.rollout_id)
+        & (capture_call_counts.c.generation == capture_state.c.generation),
+    ).outerjoin(
         capture_calls,
         (capture_calls.c.rollout_id == capture_state.c.rollout_id)
         & (capture_calls.c.generation == capture_state.c.generation),
@@ -250,7 +289,8 @@ def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> Capt
         .order_by(capture_calls.c.call_index)
     ).all()
     if not rows:
-        return CaptureView(state=CaptureState(rollout_id=rollout_id, generation=0), calls=[])
+        state = CaptureState(rollout_id=rollout_id, generation=0)
+        return CaptureView(state=state, counts=CallCounts(), calls=[])
     calls = []
     for row in rows:
         if row.call_index is None:
@@ -270,4 +310,60 @@ def capture_view(conn: Connection, rollout_id: str, with_payloads: bool) -> Capt
                 kind=row.event_kind if with_payloads else None,
             )
         )
-    return CaptureView(state=_state_from_row(rows[0]), calls=calls)
+    first = rows[0]
+    counts = CallCounts(
+        record_count=first.record_count or 0, damaged_count=first.damaged_count or 0
+    )
+    return CaptureView(state=_state_from_row(first), counts=counts, calls=calls)
+
+
+@dataclass(frozen=True)
+class PositionEvent:
+    """One position of a rollout and its event (``kind`` None: the log lacks the seq)."""
+
+    call_index: int
+    seq: int
+    kind: str | None
+    payload: dict[str, Any] | None
+
+
+async def read_positions(
+    conn: AsyncConnection, rollout_id: str
+) -> tuple[CaptureState, list[PositionEvent]]:
+    """The rollout's write-side state and every position's event in ``call_index`` order: what
+    the append has recorded, whether or not the capture view has followed yet (the mirror's
+    files are made of these)."""
+    return await conn.run_sync(_positions, rollout_id)
+
+
+def _positions(conn: Connection, rollout_id: str) -> tuple[CaptureState, list[PositionEvent]]:
+    joined = capture_state.outerjoin(
+        capture_positions,
+        (capture_positions.c.rollout_id == capture_state.c.rollout_id)
+        & (capture_positions.c.generation == capture_state.c.generation),
+    ).outerjoin(events, events.c.seq == capture_positions.c.seq)
+    rows = conn.execute(
+        select(
+            capture_state,
+            capture_positions.c.call_index,
+            capture_positions.c.seq.label("position_seq"),
+            events.c.kind.label("event_kind"),
+            events.c.payload.label("event_payload"),
+        )
+        .select_from(joined)
+        .where(capture_state.c.rollout_id == rollout_id)
+        .order_by(capture_positions.c.call_index)
+    ).all()
+    if not rows:
+        return CaptureState(rollout_id=rollout_id, generation=0), []
+    found = [
+        PositionEvent(
+            call_index=row.call_index,
+            seq=row.position_seq,
+            kind=row.event_kind,
+            payload=parse_json(row.event_payload) if row.event_payload is not None else None,
+        )
+        for row in rows
+        if row.call_index is not None
+    ]
+    return _state_from_row(rows[0]), found

@@ -171,7 +171,7 @@ async def withdraw_pending_call(
     )
 
 
-@router.get("/rollouts/{rollout_id}/model-calls")
+@router.get("/rollouts/{rollout_id}/model-calls", responses=error_responses(503))
 async def read_model_calls(
     ledger: LedgerDep,
     _auth: ReadAuth,
@@ -182,7 +182,7 @@ async def read_model_calls(
     return JSONResponse(await ledger.captures.model_calls(rollout_id, payloads=payloads))
 
 
-@router.get("/rollouts/{rollout_id}/ng_model_call_capture")
+@router.get("/rollouts/{rollout_id}/ng_model_call_capture", responses=error_responses(503))
 async def read_ng_model_call_capture(
     ledger: LedgerDep,
     _auth: ReadAuth,

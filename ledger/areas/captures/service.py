@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ledger.areas.captures.derivation import derive_call
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -36,10 +35,11 @@ from ledger.areas.captures.queries import (
     load_state,
     lookup_capture,
     lookup_captures,
+    merge_gaps,
 )
 from ledger.areas.runs.commands import LabelCheck, apply_label, check_label
 from ledger.areas.runs.labels import check_run_label
-from ledger.gym.capture_attachment import build_capture_attachment, capture_attachment, capture_gaps
+from ledger.gym.capture_attachment import build_capture_attachment, capture_attachment
 from ledger.gym.capture_lines import CaptureExchange
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.model_calls import (
@@ -51,6 +51,7 @@ from ledger.gym.model_calls import (
 from ledger.log.canonical import is_plain_json
 from ledger.log.encoding import EncodedPayload, encode_body
 from ledger.log.errors import Conflict, InvalidPayload, LedgerError
+from ledger.log.freshness import Freshness
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -160,9 +161,8 @@ def prepare_exchange(
     if not isinstance(body, Mapping):
         raise InvalidPayload(f"{prefix}: must be a JSON object, not {type(body).__name__}")
     # One walk of the body says whether all of it is plain JSON (what orjson parses is, but for
-    # floats it spells otherwise): then the NaN check, the canonical bytes, the trajectory
-    # entry and the stored call need not walk its payloads again, four walks of the largest
-    # part of a capture (each slower than orjson's whole write).
+    # floats it spells otherwise): then the NaN check and the canonical bytes need not walk its
+    # payloads again.
     plain = is_plain_json(body)
     try:
         model = CaptureExchange.validate_body(body, checked_plain=plain)
@@ -174,11 +174,9 @@ def prepare_exchange(
     try:
         # The event's payload, encoded here and stored as is: the body is what
         # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
-        # The capture projection's derivation of the call too: it needs no ledger state (the
-        # views derive the rest behind the acknowledgement).
+        # Nothing is derived from it here: the views do, behind the acknowledgement.
         payload = encode_body(
             {"model_call_id": exchange["model_call_id"], "exchange": exchange},
-            derived=derive_call(exchange, plain=plain, for_views=False),
             plain=plain,  # a plain body's values, and a model_call_id that is a str
         )
     except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
@@ -303,8 +301,12 @@ def append_many_command(
 
 
 class CaptureService:
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, freshness: Freshness | None = None) -> None:
         self._store = store
+        # A rollout's reads wait for the capture view to reflect its events (log/freshness.py;
+        # 503 past the bound); without it (a store with no projector: a write tool, the
+        # proxy's capture process) they answer with what is there.
+        self._freshness = freshness
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -431,6 +433,8 @@ class CaptureService:
 
     async def view(self, rollout_id: str, *, payloads: bool) -> CaptureView:
         validate_rollout_id(rollout_id)
+        if self._freshness is not None:
+            await self._freshness.wait_for_rollout(rollout_id)
         return await self._store.read_sync(lambda conn: capture_view(conn, rollout_id, payloads))
 
     async def records(
@@ -481,11 +485,4 @@ def stored_calls(view: CaptureView) -> list[dict[str, Any]]:
 
 
 def gaps_of(view: CaptureView) -> list[dict[str, Any]]:
-    state = view.state
-    return capture_gaps(
-        has_evidence=state.has_evidence,
-        record_count=state.record_count,
-        damaged_count=state.damaged_count,
-        incomplete=state.incomplete,
-        pending=state.pending_count > 0,
-    )
+    return merge_gaps(view.state, view.counts)

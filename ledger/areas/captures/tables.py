@@ -1,10 +1,16 @@
 """Projection tables for the captures area.
 
-``capture_calls`` holds one row per durable position (``call_index``) of each rollout's current
-generation since its last clear: normalised columns for SQL, and the record without payloads
-for reads. Payloads stay in the event (joined by ``seq``), so they are stored once.
-``capture_state`` is one row per rollout with everything a read needs besides the calls, so the
-attachment is one indexed read by ``rollout_id`` whatever the size of the database.
+The write side (commands decide against these, they commit with the append):
+``capture_positions`` holds one row per durable position (``call_index``) of each rollout's
+current generation since its last clear, with what idempotency needs (``model_call_id`` and the
+event's ``payload_sha256``); ``capture_state`` one row per rollout (the next position, the
+marker, pending calls); ``capture_pending`` the calls announced and not yet captured.
+
+The view (follows the log behind the acknowledgement, ``calls_view.py``): ``capture_calls``,
+the same positions with the normalised columns for SQL and the record without payloads for
+reads, and ``capture_call_counts``, how many positions of a rollout are records and how many
+are damaged (Gym's merge gaps). Payloads stay in the event (joined by ``seq``), so they are
+stored once.
 """
 
 from __future__ import annotations
@@ -22,6 +28,28 @@ from sqlalchemy import (
 )
 
 from ledger.log.metadata import metadata
+
+capture_positions = Table(
+    "capture_positions",
+    metadata,
+    Column("rollout_id", String(200), primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("call_index", Integer, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    # NULL for a position whose line was not an exchange (``model_call.damaged``).
+    Column("model_call_id", String(200), nullable=True),
+    Column("exchange_sha256", String(64), nullable=True),
+)
+# Idempotency on model_call_id within the generation (NULLs never clash).
+Index(
+    "ix_capture_positions_model_call_id",
+    capture_positions.c.rollout_id,
+    capture_positions.c.generation,
+    capture_positions.c.model_call_id,
+    unique=True,
+)
+# The view finds the position of each capture event it applies.
+Index("ix_capture_positions_seq", capture_positions.c.seq)
 
 capture_calls = Table(
     "capture_calls",
@@ -58,7 +86,7 @@ capture_calls = Table(
     # The ModelCallRecord as compact JSON without the payload keys; NULL for damaged positions.
     Column("record", Text, nullable=True),
 )
-# Idempotency on model_call_id within the generation (NULLs, i.e. damaged lines, never clash).
+# One row per model_call_id of a generation, as in ``capture_positions`` (NULLs never clash).
 Index(
     "ix_capture_calls_model_call_id",
     capture_calls.c.rollout_id,
@@ -75,14 +103,21 @@ capture_state = Table(
     Column("rollout_id", String(200), primary_key=True),
     Column("generation", Integer, nullable=False),
     Column("next_call_index", Integer, nullable=False),
-    Column("record_count", Integer, nullable=False),
-    Column("damaged_count", Integer, nullable=False),
     # Gym's "a capture file or marker exists" (false again after a clear).
     Column("has_evidence", Boolean, nullable=False),
     Column("incomplete", Boolean, nullable=False),
     Column("pending_count", Integer, nullable=False),
     Column("cleared_seq", BigInteger, nullable=True),
     Column("last_seq", BigInteger, nullable=False),
+)
+
+capture_call_counts = Table(
+    "capture_call_counts",
+    metadata,
+    Column("rollout_id", String(200), primary_key=True),
+    Column("generation", Integer, nullable=False),
+    Column("record_count", Integer, nullable=False),
+    Column("damaged_count", Integer, nullable=False),
 )
 
 capture_pending = Table(
@@ -94,4 +129,11 @@ capture_pending = Table(
     Column("announced_seq", BigInteger, nullable=False),
 )
 
-__all__ = ["capture_calls", "capture_pending", "capture_state", "metadata"]
+__all__ = [
+    "capture_call_counts",
+    "capture_calls",
+    "capture_pending",
+    "capture_positions",
+    "capture_state",
+    "metadata",
+]

@@ -1,11 +1,11 @@
 """Projections of the observations area: each rollout's enriched record as a materialized view.
 
-Whenever a capture, an observation bundle or a result of a rollout is appended, the rollout's
-joined observations, ``ng_trajectory`` and ``ng_perf`` are recomputed (the pure functions of
-``ledger.gym``) in the same transaction, once per command, in ``flush``. This projector
-flushes after the rollouts and capture projectors, so by then ``capture_state``,
-``capture_calls`` and ``rollouts`` include the command's events (in ``apply`` the deferred
-state rows do not yet). A rollout with captures only is stored as a template filled on read
+Whenever a capture, an observation bundle or a result of a rollout is in a page of the log this
+view follows, the rollout's joined observations, ``ng_trajectory`` and ``ng_perf`` are
+recomputed (the pure functions of ``ledger.gym``), once per page, in ``flush``. This view
+flushes after the capture view (area order), so by then ``capture_calls`` and
+``capture_call_counts`` include the page's events; the write side's ``capture_state`` and
+``rollouts`` are at the head. A rollout with captures only is stored as a template filled on read
 (projections/capture_only.py, store/record_pieces.py).
 """
 
@@ -26,17 +26,16 @@ from ledger.areas.captures.events import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
-from ledger.areas.captures.queries import load_state
 from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
 from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
 from ledger.areas.observations.queries import (
     AREA_TABLES,
     ProjectedRecord,
     RecordInputs,
+    capture_gaps_of,
     captured_positions,
     forget_calls,
     forget_rollouts,
-    gaps_of_state,
     load_call_pieces,
     load_capture_attachment,
     load_inputs,
@@ -344,8 +343,8 @@ def assemble_capture_only(
     """The record of a rollout generation with captures only, as a template (stored text) that
     reads fill with its calls' pieces (projections/capture_only.py); None when it must be
     rebuilt in full."""
-    state = load_state(conn, rollout_id, inputs.generation)
-    assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps_of_state(state))
+    gaps = capture_gaps_of(conn, rollout_id, inputs.generation)
+    assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps)
     if assembled is None:
         return None
     skeleton = assembled.skeleton

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.sqltypes import NullType
 
-from ledger.areas.captures.queries import CaptureState, load_state
+from ledger.areas.captures.queries import load_counts, load_state, merge_gaps
 from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
 from ledger.areas.observations.tables import (
@@ -34,7 +34,7 @@ from ledger.areas.observations.tables import (
     observation_records,
     observation_tool_calls,
 )
-from ledger.gym.capture_attachment import build_capture_attachment, capture_gaps
+from ledger.gym.capture_attachment import build_capture_attachment
 from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord
 from ledger.log.canonical import compact_json
 from ledger.log.driver import DriverQuery, DriverStatement
@@ -245,18 +245,15 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
     """
     rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
     records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
-    gaps = gaps_of_state(load_state(conn, rollout_id, generation))
+    gaps = capture_gaps_of(conn, rollout_id, generation)
     return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
 
 
-def gaps_of_state(state: CaptureState) -> list[dict[str, Any]]:
-    """Gym's merge gaps of a rollout generation, from its capture projection row."""
-    return capture_gaps(
-        has_evidence=state.has_evidence,
-        record_count=state.record_count,
-        damaged_count=state.damaged_count,
-        incomplete=state.incomplete,
-        pending=state.pending_count > 0,
+def capture_gaps_of(conn: Connection, rollout_id: str, generation: int) -> list[dict[str, Any]]:
+    """Gym's merge gaps of a rollout generation, from the capture tables (the capture view's
+    counts are applied before this view flushes: area order)."""
+    return merge_gaps(
+        load_state(conn, rollout_id, generation), load_counts(conn, rollout_id, generation)
     )
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ledger.areas.captures.tables import capture_calls, capture_state
+from ledger.areas.captures.tables import capture_call_counts, capture_calls, capture_state
 from ledger.areas.evidence.findings import CAPTURE_MISSING, CAPTURE_PENDING, LINEAGE_ROW_MISSING
 from ledger.areas.evidence.queries import rollout_ids_with_finding
 from ledger.areas.observations.tables import observation_records
@@ -74,7 +74,7 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "natural": natural_key(rollouts.c.rollout_id),
     "generation": rollouts.c.generation,
     "last_event": rollouts.c.last_seq,
-    "calls": func.coalesce(capture_state.c.record_count, -1),
+    "calls": func.coalesce(capture_call_counts.c.record_count, -1),
     "tokens_in": func.coalesce(TOKENS_IN, -1),
     "tokens_out": func.coalesce(TOKENS_OUT, -1),
     "tokens_cached": func.coalesce(TOKENS_CACHED, -1),
@@ -241,9 +241,11 @@ def decode_cursor(text: str, sort: str) -> tuple[Any, str]:
 
 
 def _joined() -> Any:
-    return rollouts.outerjoin(
-        capture_state, capture_state.c.rollout_id == rollouts.c.rollout_id
-    ).outerjoin(observation_records, observation_records.c.rollout_id == rollouts.c.rollout_id)
+    return (
+        rollouts.outerjoin(capture_state, capture_state.c.rollout_id == rollouts.c.rollout_id)
+        .outerjoin(capture_call_counts, capture_call_counts.c.rollout_id == rollouts.c.rollout_id)
+        .outerjoin(observation_records, observation_records.c.rollout_id == rollouts.c.rollout_id)
+    )
 
 
 def _where(flt: OverviewFilter) -> list[ColumnElement[bool]]:
@@ -309,7 +311,7 @@ def page_statement(query: OverviewQuery) -> Select[Any]:
             rollouts.c.state,
             rollouts.c.last_seq,
             rollouts.c.updated_at,
-            capture_state.c.record_count,
+            capture_call_counts.c.record_count,
             capture_state.c.pending_count,
             capture_state.c.incomplete,
             TOKENS_IN.label("tokens_in"),
@@ -343,7 +345,7 @@ def summary_statement(flt: OverviewFilter) -> Select[Any]:
             func.sum(case((observation_records.c.resolved.is_(False), 1), else_=0)),
             func.sum(case((capture_state.c.incomplete.is_(True), 1), else_=0)),
             func.sum(capture_state.c.pending_count),
-            func.sum(capture_state.c.record_count),
+            func.sum(capture_call_counts.c.record_count),
             func.avg(observation_records.c.token_observability_coverage),
         )
         .select_from(_joined())
