@@ -118,7 +118,7 @@ BARE = IngestServer(
 )
 NOOP = IngestServer("no-op POST route", argv=("benchmarks.bare_server", "--mode", "noop"))
 # The ceiling of the same job on this stack (benchmarks/lean_ingest.py): the ledger's own
-# validation, derivation, canonical bytes and chain, three tables, group commit; no machinery.
+# validation, canonical bytes and chain, the events and positions, group commit; no machinery.
 LEAN = IngestServer(
     "lean same-job route (ceiling, see lean_ingest.py)", argv=("benchmarks.lean_ingest",)
 )

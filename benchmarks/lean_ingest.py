@@ -7,14 +7,17 @@ Same stack as the baselines (uvicorn + Starlette, benchmarks/bare_server.py) and
 routes and statuses. Per capture it does what the ledger must do before its answer means
 "stored", with the ledger's own pure functions and nothing of its machinery:
 
-- the body parsed by orjson, the exchange validated, its ``model_call_id`` assigned, Gym's
-  ``ModelCallRecord`` and trajectory entry derived and the event payload's canonical bytes and
-  SHA-256 made (``prepare_exchange``, what the ingest routes call, on the event loop);
+- the body parsed by orjson, the exchange validated, its ``model_call_id`` assigned and the
+  event payload's canonical bytes and SHA-256 made (``prepare_exchange``, what the ingest
+  routes call, on the event loop);
 - on one writer thread with group commit (every request waiting when a transaction starts
   joins it): the idempotency lookup and ``call_index`` from dicts in memory, the canonical
-  header and the hash chain, then one ``executemany`` each into an events table, a per-call
-  table of the capture projection's columns and payload-free record, and a per-call table of
-  the call with payloads and its trajectory entry, one ``synchronous=FULL`` commit.
+  header and the hash chain, then one ``executemany`` each into an events table and a table of
+  positions (the capture's identity), one ``synchronous=FULL`` commit.
+
+Like the ledger since issue 27 it derives nothing from the exchange before its answer: Gym's
+``ModelCallRecord`` and trajectory entry are the views' work, behind the acknowledgement (this
+leg has no views; ``bench projector`` measures them).
 
 It leaves out what the ledger also keeps (so its rate is an upper bound for the same job on
 this stack): the ``rollouts`` rows, generations and fences, the rollout's enriched record and
@@ -40,7 +43,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from benchmarks.bare_server import capture_app, database_path, json_response
-from ledger.areas.captures.derivation import DerivedCall, call_text, record_text_at
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED
 from ledger.areas.captures.service import (
     PreparedExchange,
@@ -55,12 +57,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS lean_events (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL,"
     " rollout_id TEXT, recorded_at TEXT NOT NULL, payload TEXT NOT NULL,"
     " payload_sha256 TEXT NOT NULL, hash TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS lean_capture_calls (rollout_id TEXT NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS lean_capture_positions (rollout_id TEXT NOT NULL,"
     " call_index INTEGER NOT NULL, model_call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-    " columns TEXT NOT NULL, record TEXT, PRIMARY KEY (rollout_id, call_index))",
-    "CREATE TABLE IF NOT EXISTS lean_observation_calls (rollout_id TEXT NOT NULL,"
-    " call_index INTEGER NOT NULL, call TEXT, trajectory_entry TEXT,"
-    " PRIMARY KEY (rollout_id, call_index))",
+    " exchange_sha256 TEXT NOT NULL, PRIMARY KEY (rollout_id, call_index))",
 )
 
 
@@ -105,16 +104,14 @@ class LeanWriter:
                 except queue.Empty:
                     break
             events: list[tuple[Any, ...]] = []
-            captures: list[tuple[Any, ...]] = []
-            calls: list[tuple[Any, ...]] = []
+            positions: list[tuple[Any, ...]] = []
             answers = [
-                [self._apply(item, events, captures, calls) for item in request.items]
+                [self._apply(item, events, positions) for item in request.items]
                 for request in waiting
             ]
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("INSERT INTO lean_events VALUES (?, ?, ?, ?, ?, ?, ?)", events)
-            conn.executemany("INSERT INTO lean_capture_calls VALUES (?, ?, ?, ?, ?, ?)", captures)
-            conn.executemany("INSERT INTO lean_observation_calls VALUES (?, ?, ?, ?)", calls)
+            conn.executemany("INSERT INTO lean_capture_positions VALUES (?, ?, ?, ?, ?)", positions)
             conn.execute("COMMIT")
             for request, seqs in zip(waiting, answers, strict=True):
                 request.loop.call_soon_threadsafe(_resolve, request.done, seqs)
@@ -123,8 +120,7 @@ class LeanWriter:
         self,
         item: PreparedExchange,
         events: list[tuple[Any, ...]],
-        captures: list[tuple[Any, ...]],
-        calls: list[tuple[Any, ...]],
+        positions: list[tuple[Any, ...]],
     ) -> int:
         payload = item.payload
         model_call_id = payload.body["model_call_id"]
@@ -158,13 +154,7 @@ class LeanWriter:
         )
         index = self._next_index.get(item.rollout_id, 0)
         self._next_index[item.rollout_id] = index + 1
-        derived = payload.derived
-        assert isinstance(derived, DerivedCall)
-        record = None if derived.record is None else record_text_at(derived, index)
-        call = None if derived.call is None else call_text(derived, index)
-        columns = orjson.dumps(derived.columns).decode()
-        captures.append((item.rollout_id, index, model_call_id, seq, columns, record))
-        calls.append((item.rollout_id, index, call, derived.trajectory_entry))
+        positions.append((item.rollout_id, index, model_call_id, seq, payload.sha256))
         self._known[key] = seq
         return seq
 
