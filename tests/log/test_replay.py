@@ -196,7 +196,7 @@ DAMAGE = [
     ("capture_calls", "UPDATE capture_calls SET tokens_in = 999 WHERE call_index = 2"),
     ("capture_calls", "DELETE FROM capture_calls WHERE call_index = 1 AND rollout_id = 'varied-0'"),
     ("capture_state", "UPDATE capture_state SET next_call_index = next_call_index + 1"),
-    ("capture_positions", "UPDATE capture_positions SET exchange_sha256 = 'x' WHERE call_index = 1"),
+    ("capture_positions", "UPDATE capture_positions SET seq = seq + 1000 WHERE call_index = 1"),
     ("capture_call_counts", "UPDATE capture_call_counts SET damaged_count = damaged_count + 1"),
     ("lineage_rows", "UPDATE lineage_rows SET cum_len = 7 WHERE rollout_id = 'varied-2'"),
     ("lineage_discarded", "DELETE FROM lineage_discarded"),
