@@ -9,11 +9,20 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
+# A reply slower than this is a server that stopped answering (a crashed writer, a dead
+# worker): the benchmark fails saying so instead of waiting forever.
+REPLY_TIMEOUT_S = 120.0
+
+
+class NoReply(RuntimeError):
+    """The server closed the connection or did not answer in time."""
+
 
 class RawConnection:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, timeout_s: float = REPLY_TIMEOUT_S) -> None:
         self._host = host
         self._port = port
+        self._timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -32,6 +41,12 @@ class RawConnection:
             await self._writer.wait_closed()
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        try:
+            return await asyncio.wait_for(self._request(method, path, body), self._timeout_s)
+        except TimeoutError:
+            raise NoReply(f"{method} {path}: no reply in {self._timeout_s:g} s") from None
+
+    async def _request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         assert self._reader is not None and self._writer is not None
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n"
@@ -39,6 +54,8 @@ class RawConnection:
         )
         self._writer.write(head.encode() + body)
         status_line = await self._reader.readline()
+        if not status_line:
+            raise NoReply(f"{method} {path}: the server closed the connection without a reply")
         status = int(status_line.split()[1])
         length = 0
         while True:
