@@ -32,7 +32,7 @@ def _store(url: str) -> LedgerStore:
 async def _reads(captures: CaptureService) -> dict[str, Any]:
     return {
         rollout_id: await captures.attachment(rollout_id, payloads=True)
-        for rollout_id in ("r0", "r1", "r2", "imported")
+        for rollout_id in ("r0", "r1", "r2", "imported", "marker-only", "pending-only")
     }
 
 
@@ -57,6 +57,8 @@ async def test_0018_down_and_up_with_captures(empty_database_url: str, tmp_path:
         await captures.append("r1", chat_exchange(model_call_id="after-clear"))
         await store.append(NewEvent(ROLLOUT_DELETED, {"had_rows": True}, rollout_id="r2"))
         await import_capture_dir(store, tmp_path)  # one record, two damaged lines
+        await captures.mark_incomplete("marker-only")
+        await captures.announce_pending("pending-only", "in-flight")
         await catch_up_views(store)
         before = await _reads(captures)
     finally:
@@ -65,6 +67,8 @@ async def test_0018_down_and_up_with_captures(empty_database_url: str, tmp_path:
     await migrate.downgrade(url, BEFORE)
     assert await run_on(url, _old_counts) == [
         ("imported", 1, 2),
+        ("marker-only", 0, 0),
+        ("pending-only", 0, 0),
         ("r0", 2, 0),
         ("r1", 1, 0),
     ]

@@ -130,9 +130,12 @@ def upgrade() -> None:
         sa.Column("damaged_count", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("rollout_id", name=op.f("pk_capture_call_counts")),
     )
+    # The view keeps a count row for a rollout generation once it has a position or a clear:
+    # a rollout with only a marker or pending calls has none.
     op.execute(
         "INSERT INTO capture_call_counts (rollout_id, generation, record_count, damaged_count) "
-        "SELECT rollout_id, generation, record_count, damaged_count FROM capture_state"
+        "SELECT rollout_id, generation, record_count, damaged_count FROM capture_state "
+        "WHERE next_call_index > 0 OR cleared_seq IS NOT NULL"
     )
     op.execute("DROP VIEW rollout_model_call_metrics")
     with op.batch_alter_table("capture_state") as batch:
