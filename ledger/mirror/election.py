@@ -61,7 +61,7 @@ class FileLockElection:
 
 
 class AdvisoryLockElection:
-    def __init__(self, url: str, key: int = MIRROR_LOCK_KEY) -> None:
+    def __init__(self, url: str, key: int) -> None:
         self._url = url
         self._key = key
         self._engine: AsyncEngine | None = None
@@ -118,16 +118,19 @@ class AdvisoryLockElection:
             self._engine = None
 
 
+def _election(url: str, role: str, key: int) -> Election:
+    """``<database>.<role>.lock`` on SQLite, the advisory lock ``key`` on PostgreSQL."""
+    if is_sqlite_url(url):
+        return FileLockElection(Path(f"{sqlite_path(url)}.{role}.lock"))
+    return AdvisoryLockElection(url, key)
+
+
 def election_for(url: str) -> Election:
     """The mirror writer's election."""
-    if is_sqlite_url(url):
-        return FileLockElection(Path(sqlite_path(url) + ".mirror.lock"))
-    return AdvisoryLockElection(url)
+    return _election(url, "mirror", MIRROR_LOCK_KEY)
 
 
 def projector_election_for(url: str) -> Election:
     """The active projector's election (app/projector.py): one projector process follows the
     log at a time, the others stand by."""
-    if is_sqlite_url(url):
-        return FileLockElection(Path(sqlite_path(url) + ".projector.lock"))
-    return AdvisoryLockElection(url, PROJECTOR_LOCK_KEY)
+    return _election(url, "projector", PROJECTOR_LOCK_KEY)

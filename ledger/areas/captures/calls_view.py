@@ -14,7 +14,7 @@ a rollout is right once it has applied the rollout's last event (what reads wait
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,6 @@ _POSITION_KINDS = frozenset({MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED})
 _HANDLED = _POSITION_KINDS | {CAPTURE_CLEARED, ROLLOUT_DELETED}
 _CALL_COLUMNS = [column.name for column in capture_calls.columns]
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
-# Seqs looked up per statement (an IN list well under every backend's parameter limit).
-_LOOKUP_CHUNK = 500
 
 _INSERT_CALL = DriverStatement(capture_calls.insert())
 _INSERT_COUNTS = DriverStatement(capture_call_counts.insert())
@@ -47,8 +45,10 @@ _FORGET_CALLS = DriverStatement(
     .where(capture_calls.c.rollout_id == bindparam("b_rollout_id"))
     .where(capture_calls.c.generation == bindparam("b_generation"))
 )
+# The positions of the events in a run of seqs (by ``ix_capture_positions_seq``): only
+# position events have one, so a page's range finds at most a page of rows.
 _POSITIONS = select(capture_positions.c.seq, capture_positions.c.call_index).where(
-    capture_positions.c.seq.in_(bindparam("seqs", expanding=True))
+    capture_positions.c.seq.between(bindparam("first"), bindparam("last"))
 )
 _COUNTS = select(
     capture_call_counts.c.generation,
@@ -64,11 +64,6 @@ class _Counts:
     damaged_count: int = 0
     # Whether the table holds a row for the rollout (whatever its generation).
     stored: bool = False
-
-
-def _chunks(seqs: Sequence[int]) -> Iterator[Sequence[int]]:
-    for start in range(0, len(seqs), _LOOKUP_CHUNK):
-        yield seqs[start : start + _LOOKUP_CHUNK]
 
 
 def call_row(event: StoredEvent, rollout_id: str, call_index: int) -> dict[str, Any]:
@@ -111,12 +106,9 @@ class CaptureCallsView:
 
     def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         """``apply`` of each event in turn (``AppliesMany``), the positions read with one
-        statement per chunk and the rows inserted together."""
-        seqs = [e.seq for e in events if e.kind in _POSITION_KINDS and e.payload is not None]
-        self._positions = {}
-        for chunk in _chunks(seqs):
-            for seq, call_index in conn.execute(_POSITIONS, {"seqs": list(chunk)}):
-                self._positions[int(seq)] = int(call_index)
+        statement and the rows inserted together."""
+        found = conn.execute(_POSITIONS, {"first": events[0].seq, "last": events[-1].seq})
+        self._positions = {int(seq): int(call_index) for seq, call_index in found}
         self._rows = []
         try:
             for event in events:
@@ -166,7 +158,7 @@ class CaptureCallsView:
     def _position_of(self, conn: Connection, seq: int) -> int | None:
         if self._positions is not None:
             return self._positions.get(seq)
-        found = conn.execute(_POSITIONS, {"seqs": [seq]}).first()
+        found = conn.execute(_POSITIONS, {"first": seq, "last": seq}).first()
         return None if found is None else int(found.call_index)
 
     def _counts_of(self, conn: Connection, rollout_id: str, generation: int) -> _Counts:

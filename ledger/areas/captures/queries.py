@@ -205,19 +205,30 @@ def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureSta
     return _state_from_row(row)
 
 
-_LOAD_COUNTS = select(
-    capture_call_counts.c.record_count, capture_call_counts.c.damaged_count
-).where(
-    capture_call_counts.c.rollout_id == bindparam("rollout_id"),
-    capture_call_counts.c.generation == bindparam("generation"),
+_LOAD_STATE_AND_COUNTS = (
+    select(capture_state, capture_call_counts.c.record_count, capture_call_counts.c.damaged_count)
+    .select_from(
+        capture_state.outerjoin(
+            capture_call_counts,
+            (capture_call_counts.c.rollout_id == capture_state.c.rollout_id)
+            & (capture_call_counts.c.generation == capture_state.c.generation),
+        )
+    )
+    .where(capture_state.c.rollout_id == bindparam("rollout_id"))
 )
 
 
-def load_counts(conn: Connection, rollout_id: str, generation: int) -> CallCounts:
-    row = conn.execute(_LOAD_COUNTS, {"rollout_id": rollout_id, "generation": generation}).first()
-    if row is None:
-        return CallCounts()
-    return CallCounts(record_count=row.record_count, damaged_count=row.damaged_count)
+def load_state_and_counts(
+    conn: Connection, rollout_id: str, generation: int
+) -> tuple[CaptureState, CallCounts]:
+    """``load_state`` and the capture view's counts of the same generation, in one statement
+    (what a read of the merge gaps needs)."""
+    row = conn.execute(_LOAD_STATE_AND_COUNTS, {"rollout_id": rollout_id}).first()
+    if row is None or row.generation != generation:
+        state = CaptureState(rollout_id=rollout_id, generation=generation, stored=row is not None)
+        return state, CallCounts()
+    counts = CallCounts(record_count=row.record_count or 0, damaged_count=row.damaged_count or 0)
+    return _state_from_row(row), counts
 
 
 def merge_gaps(state: CaptureState, counts: CallCounts) -> list[dict[str, Any]]:

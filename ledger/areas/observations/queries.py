@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.sqltypes import NullType
 
-from ledger.areas.captures.queries import load_counts, load_state, merge_gaps
+from ledger.areas.captures.queries import load_state_and_counts, merge_gaps
 from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
 from ledger.areas.observations.tables import (
@@ -252,9 +252,7 @@ def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) 
 def capture_gaps_of(conn: Connection, rollout_id: str, generation: int) -> list[dict[str, Any]]:
     """Gym's merge gaps of a rollout generation, from the capture tables (the capture view's
     counts are applied before this view flushes: area order)."""
-    return merge_gaps(
-        load_state(conn, rollout_id, generation), load_counts(conn, rollout_id, generation)
-    )
+    return merge_gaps(*load_state_and_counts(conn, rollout_id, generation))
 
 
 @dataclass(frozen=True)

@@ -68,13 +68,22 @@ DURATION = (
     .scalar_subquery()
 )
 
+# The rollout's captured records: 0 for a rollout with capture state but no count row yet (a
+# marker or pending calls only), NULL for one with no capture state at all.
+CALLS = case(
+    (
+        capture_state.c.rollout_id.is_not(None),
+        func.coalesce(capture_call_counts.c.record_count, 0),
+    )
+)
+
 # Sort keys: NULLs sort as -1 so the keyset comparison is total (unknown sorts below zero).
 SORTS: dict[str, ColumnElement[Any]] = {
     "id": rollouts.c.rollout_id,
     "natural": natural_key(rollouts.c.rollout_id),
     "generation": rollouts.c.generation,
     "last_event": rollouts.c.last_seq,
-    "calls": func.coalesce(capture_call_counts.c.record_count, -1),
+    "calls": func.coalesce(CALLS, -1),
     "tokens_in": func.coalesce(TOKENS_IN, -1),
     "tokens_out": func.coalesce(TOKENS_OUT, -1),
     "tokens_cached": func.coalesce(TOKENS_CACHED, -1),
@@ -311,7 +320,7 @@ def page_statement(query: OverviewQuery) -> Select[Any]:
             rollouts.c.state,
             rollouts.c.last_seq,
             rollouts.c.updated_at,
-            capture_call_counts.c.record_count,
+            CALLS.label("record_count"),
             capture_state.c.pending_count,
             capture_state.c.incomplete,
             TOKENS_IN.label("tokens_in"),
@@ -345,7 +354,7 @@ def summary_statement(flt: OverviewFilter) -> Select[Any]:
             func.sum(case((observation_records.c.resolved.is_(False), 1), else_=0)),
             func.sum(case((capture_state.c.incomplete.is_(True), 1), else_=0)),
             func.sum(capture_state.c.pending_count),
-            func.sum(capture_call_counts.c.record_count),
+            func.sum(CALLS),
             func.avg(observation_records.c.token_observability_coverage),
         )
         .select_from(_joined())

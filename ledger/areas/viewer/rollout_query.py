@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, case, func, not_, or_, select
 
-from ledger.areas.captures.queries import load_counts, load_state
+from ledger.areas.captures.queries import load_state_and_counts
 from ledger.areas.captures.tables import capture_calls, capture_pending
 from ledger.areas.lineage.tables import lineage_rows
 from ledger.areas.observations.tables import (
@@ -434,9 +434,9 @@ def read_rollout(
         updated_at=row.updated_at,
         at=at,
     )
-    state = load_state(conn, rollout_id, generation)
+    state, counts = load_state_and_counts(conn, rollout_id, generation)
     detail.incomplete = state.incomplete
-    detail.damaged_count = load_counts(conn, rollout_id, generation).damaged_count
+    detail.damaged_count = counts.damaged_count
     _read_calls(conn, detail, at)
     pending_of = and_(
         capture_pending.c.rollout_id == rollout_id, capture_pending.c.generation == generation
