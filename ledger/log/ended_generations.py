@@ -1,12 +1,11 @@
-"""Tombstones applied set-based: the rows of the rollout generations a command ended, removed
-with one statement per table (and generation) at the end of the command, not one per id.
+"""Tombstones applied set-based: the rows of the rollout generations a run of events ended,
+removed with one statement per table (and generation), not one per id.
 
-A delete of 4,096 ids appends 4,096 ``rollout.deleted`` events; removing each one's rows as it
-is applied ran ~10 statements per id. A projector instead notes each ended generation in an
-``EndedGenerations`` and removes them all when the command ends (``flush``), when a command is
-about to read by SQL (``write_pending``), and before it applies any other event, so the rows
-an event reads or writes never see a removal out of order. ``discard`` forgets them with the
-rest of a rolled-back command.
+A delete of 4,096 ids appends 4,096 ``rollout.deleted`` events (one ``append_many``); removing
+each one's rows as it is applied ran ~10 statements per id. A projector instead notes each
+ended generation in an ``EndedGenerations`` and removes them all when the run it applies ends
+(the end of its ``apply_many``, or a view's page at ``flush``), and before it applies any other
+event, so the rows an event reads or writes never see a removal out of order.
 """
 
 from __future__ import annotations

@@ -8,11 +8,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ledger.log.encoding import EncodedPayload
+
 
 @dataclass(frozen=True)
 class NewEvent:
+    """An event to append (``WriteTransaction.append_many``). ``payload`` may come already
+    encoded (``encode_body``), as in ``WriteTransaction.append``."""
+
     kind: str
-    payload: BaseModel | dict[str, Any]
+    payload: BaseModel | dict[str, Any] | EncodedPayload
     rollout_id: str | None = None
     idempotency_key: str | None = None
 

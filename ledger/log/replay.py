@@ -23,7 +23,7 @@ from ledger.log.canonical import parse_json
 from ledger.log.engines import sqlite_url
 from ledger.log.events import Catalogue, Derivation, EventType
 from ledger.log.metadata import metadata
-from ledger.log.projector import AppliesMany, Projector
+from ledger.log.projector import Projector, apply_events
 from ledger.log.records import StoredEvent, as_utc
 from ledger.log.tables import events
 
@@ -171,7 +171,7 @@ class Replay:
         if self.per_event:
             self._apply_each(decoded)
         else:
-            self._apply_by_projector(decoded)
+            apply_events(self.conn, self.projectors, decoded)
         self.last_seq = decoded[-1].seq
         self.events += len(decoded)
         for projector in self.projectors:
@@ -182,22 +182,6 @@ class Replay:
         for stored in decoded:
             for projector in handling(stored.kind):
                 projector.apply(conn, stored)
-
-    def _apply_by_projector(self, decoded: Sequence[StoredEvent]) -> None:
-        conn = self.conn
-        handled: dict[int, list[StoredEvent]] = {id(p): [] for p in self.projectors}
-        for stored in decoded:
-            for projector in self._handling(stored.kind):
-                handled[id(projector)].append(stored)
-        for projector in self.projectors:
-            mine = handled[id(projector)]
-            if not mine:
-                continue
-            if isinstance(projector, AppliesMany):
-                projector.apply_many(conn, mine)
-            else:
-                for stored in mine:
-                    projector.apply(conn, stored)
 
 
 def pages_of(conn: Connection, *, page: int = 2000) -> Iterator[list[Row[Any]]]:

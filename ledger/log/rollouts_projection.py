@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -60,10 +61,10 @@ def rollout_after(current: RolloutState | None, event: StoredEvent) -> RolloutSt
 
 
 @dataclass
-class _PendingRow:
-    """A rollout's row after the events of the current command, not yet written."""
+class _RowChange:
+    """A rollout's row after a run of its events (``apply_many``), to be written once."""
 
-    # For the INSERT when the rollout has no row yet: its first event is this command's first.
+    # For the INSERT when the rollout has no row yet: its first event is the run's first.
     first_seq: int
     created_at: datetime
     generation: int
@@ -74,74 +75,75 @@ class _PendingRow:
 
 
 class RolloutsProjector:
-    """Every event of a rollout rewrites its row, so ``apply`` keeps the row in memory and
-    ``flush`` writes it once per command: a batch of 100 captures to one rollout costs one
-    UPDATE, not 100. Within a command the writer's ``RolloutCache`` (updated by ``append``)
-    answers ``tx.rollout()``, and ``tx.flush_pending()`` writes the row before a command reads
-    by SQL (``DefersRows``)."""
+    """Every event of a rollout rewrites its row; ``apply_many`` writes each rollout's row once
+    for a run of events (a batch of 100 captures to one rollout costs one UPDATE, not 100).
+    Within a command the writer's ``RolloutCache`` (updated by ``append``) answers
+    ``tx.rollout()``."""
 
     name = "rollouts"
     version = 1
     tables: tuple[Table, ...] = (rollouts,)
 
-    def __init__(self) -> None:
-        self._pending: dict[str, _PendingRow] = {}
-
     def handles(self, kind: str) -> bool:
         return True
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
-        if event.rollout_id is None:
-            return
-        generation, state = rollout_effect(event)
-        row = self._pending.get(event.rollout_id)
-        if row is None:
-            self._pending[event.rollout_id] = _PendingRow(
-                first_seq=event.seq,
-                created_at=event.recorded_at,
-                generation=generation,
-                state=state,
-                last_seq=event.seq,
-                updated_at=event.recorded_at,
-            )
-            return
-        row.generation = generation
-        if state is not None:
-            row.state = state
-        row.last_seq = event.seq
-        row.updated_at = event.recorded_at
+        self.apply_many(conn, (event,))
 
-    def write_pending(self, conn: Connection) -> None:
-        pending, self._pending = self._pending, {}
-        for rollout_id, row in pending.items():
-            changes: dict[str, object] = {
-                "b_rollout_id": rollout_id,
-                "generation": row.generation,
-                "last_seq": row.last_seq,
-                "updated_at": row.updated_at,
-            }
-            if row.state is not None:
-                changes["state"] = row.state
-            # UPDATE first, INSERT when no row was there: no SELECT. The result is the row
-            # per-event writes leave: first_seq and created_at of the first event, the rest of
-            # the last one, the state of the last event that set one (else kept, else live).
-            if _UPDATE.execute(conn, changes) == 0:
-                _INSERT.execute(
-                    conn,
-                    {
-                        "rollout_id": rollout_id,
-                        "generation": row.generation,
-                        "state": row.state or LIVE,
-                        "first_seq": row.first_seq,
-                        "last_seq": row.last_seq,
-                        "created_at": row.created_at,
-                        "updated_at": row.updated_at,
-                    },
+    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        changes: dict[str, _RowChange] = {}
+        for event in events:
+            if event.rollout_id is None:
+                continue
+            generation, state = rollout_effect(event)
+            row = changes.get(event.rollout_id)
+            if row is None:
+                changes[event.rollout_id] = _RowChange(
+                    first_seq=event.seq,
+                    created_at=event.recorded_at,
+                    generation=generation,
+                    state=state,
+                    last_seq=event.seq,
+                    updated_at=event.recorded_at,
                 )
+                continue
+            row.generation = generation
+            if state is not None:
+                row.state = state
+            row.last_seq = event.seq
+            row.updated_at = event.recorded_at
+        for rollout_id, row in changes.items():
+            _write(conn, rollout_id, row)
 
     def flush(self, conn: Connection) -> None:
-        self.write_pending(conn)
+        """Nothing is deferred."""
 
     def discard(self) -> None:
-        """The command's savepoint was rolled back: its rows are not true."""
-        self._pending = {}
+        """Nothing is deferred."""
+
+
+def _write(conn: Connection, rollout_id: str, row: _RowChange) -> None:
+    values: dict[str, object] = {
+        "b_rollout_id": rollout_id,
+        "generation": row.generation,
+        "last_seq": row.last_seq,
+        "updated_at": row.updated_at,
+    }
+    if row.state is not None:
+        values["state"] = row.state
+    # UPDATE first, INSERT when no row was there: no SELECT. The result is the row per-event
+    # writes leave: first_seq and created_at of the first event, the rest of the last one, the
+    # state of the last event that set one (else kept, else live).
+    if _UPDATE.execute(conn, values) == 0:
+        _INSERT.execute(
+            conn,
+            {
+                "rollout_id": rollout_id,
+                "generation": row.generation,
+                "state": row.state or LIVE,
+                "first_seq": row.first_seq,
+                "last_seq": row.last_seq,
+                "created_at": row.created_at,
+                "updated_at": row.updated_at,
+            },
+        )

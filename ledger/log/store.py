@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ledger.log import queries
+from ledger.log.encoding import EncodedPayload
 from ledger.log.engines import (
     Synchronous,
     create_async_db_engine,
@@ -117,7 +118,9 @@ class LedgerStore:
 
     async def append(self, event: NewEvent) -> Appended:
         # Validated and encoded here, off the writer's thread: that needs no ledger state.
-        encoded = encode_payload(self.catalogue, event.kind, event.payload)
+        encoded = event.payload
+        if not isinstance(encoded, EncodedPayload):
+            encoded = encode_payload(self.catalogue, event.kind, encoded)
 
         def command(tx: WriteTransaction) -> Appended:
             return tx.append(

@@ -16,8 +16,8 @@ from ledger.log.driver import DriverStatement
 from ledger.log.encoding import EncodedPayload, encode_body
 from ledger.log.errors import IdempotencyConflict, InvalidPayload
 from ledger.log.events import Catalogue
-from ledger.log.projector import DefersRows, Projector
-from ledger.log.records import Appended, RolloutState, StoredEvent, as_utc
+from ledger.log.projector import Projector, apply_events
+from ledger.log.records import Appended, NewEvent, RolloutState, StoredEvent, as_utc
 from ledger.log.rollout_cache import RolloutCache
 from ledger.log.rollouts_projection import RolloutsProjector, rollout_after
 from ledger.log.tables import events, rollouts
@@ -107,7 +107,6 @@ class WriteTransaction:
         self.head = head
         self._catalogue = catalogue
         self._projectors = projectors
-        self._deferring = [p for p in projectors if isinstance(p, DefersRows)]
         # Rows of `rollouts` read or written by this writer (see rollout_cache.py). They can be
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
@@ -128,22 +127,12 @@ class WriteTransaction:
     def conn(self) -> Connection:
         """The write connection, for a command's own SQL. Reading it has no effect.
 
-        Some projectors keep rows in memory until the command ends (``rollouts``,
-        ``capture_state``: one write per command instead of one per event), and in a writer
-        batch the event rows wait for the batch's one INSERT. A command that reads those
-        tables by SQL must first call ``flush_pending()`` (projections) or ``write_events()``
-        (the events table); the ``tx``-taking read helpers of each area do, so a command built
-        from them need not.
+        Every projection row of what the command appended is written when ``append`` (or
+        ``append_many``) returns, so SQL on it sees them. Only the event rows of a writer batch
+        wait, for the batch's one INSERT: a command that reads the events table by SQL calls
+        ``write_events()`` first.
         """
         return self._conn
-
-    def flush_pending(self) -> None:
-        """Write the rows projectors keep in memory (``DefersRows``) now, so SQL run on
-        ``conn`` afterwards sees the projections of everything appended so far. Writing early
-        changes no row; with nothing kept it does nothing. (The events table has its own
-        call, ``write_events``.)"""
-        for projector in self._deferring:
-            projector.write_pending(self._conn)
 
     def write_events(self) -> None:
         """Write the event rows kept in memory, all in one statement: the writer calls it
@@ -174,22 +163,15 @@ class WriteTransaction:
             }
         self._written_in_command = []
         self._rollouts.clear()
-        for projector in self._projectors:
-            projector.discard()
 
-    def finish_command(self) -> None:
-        """Let projectors finish what they deferred while the command appended (one rebuild of
-        a touched rollout per command, not per event)."""
-        for projector in self._projectors:
-            projector.flush(self._conn)
+    def end_command(self) -> None:
+        """The command's savepoint is kept: the rows it wrote stay written."""
         self._written_in_command = []
 
     def rollout(self, rollout_id: str) -> RolloutState | None:
         known, cached = self._rollouts.lookup(rollout_id)
         if known:
             return cached
-        # The row read must include what this command has appended.
-        self.flush_pending()
         row = self._conn.execute(_SELECT_ROLLOUT, {"b_rollout_id": rollout_id}).first()
         state = None if row is None else RolloutState.from_row(row)
         self._rollouts.remember(rollout_id, state)
@@ -207,8 +189,6 @@ class WriteTransaction:
                 found[rollout_id] = cached
             else:
                 missing.append(rollout_id)
-        if missing:
-            self.flush_pending()  # the rows read must include what this command appended
         for start in range(0, len(missing), _IN_CHUNK):
             chunk = missing[start : start + _IN_CHUNK]
             rows = self._conn.execute(select(rollouts).where(rollouts.c.rollout_id.in_(chunk)))
@@ -241,11 +221,29 @@ class WriteTransaction:
         """Append one event. ``payload`` may come already encoded (``encode_body``, outside the
         writer): its body must then be what ``catalogue.encode`` returns for ``kind`` at the
         kind's current version, which the caller vouches for (it is not validated again)."""
+        return self.append_many([NewEvent(kind, payload, rollout_id, idempotency_key)])[0]
+
+    def append_many(self, new_events: Sequence[NewEvent]) -> list[Appended]:
+        """Append events in order (each as ``append`` would), then hand each projector the new
+        ones it handles together (``AppliesMany``): a command appending many events to a few
+        rollouts writes each rollout's rows once. When it returns, every row is written."""
+        # The rollouts this call appended to, as they are after its events: their rows are
+        # written by the projection at the end, so a later event of the call reads them here.
+        after: dict[str, RolloutState] = {}
+        results: list[Appended] = []
+        for new in new_events:
+            results.append(self._record(new, after))
+        apply_events(self._conn, self._projectors, [r.event for r in results if r.created])
+        return results
+
+    def _record(self, new: NewEvent, after: dict[str, RolloutState]) -> Appended:
+        """Append ``new`` to the chain and the event rows (not yet to the projections)."""
+        kind, rollout_id, idempotency_key = new.kind, new.rollout_id, new.idempotency_key
         version = self._catalogue.get(kind).version
-        if isinstance(payload, EncodedPayload):
-            encoded = payload
+        if isinstance(new.payload, EncodedPayload):
+            encoded = new.payload
         else:
-            encoded = encode_payload(self._catalogue, kind, payload)
+            encoded = encode_payload(self._catalogue, kind, new.payload)
         if idempotency_key is not None:
             try:
                 storable_utf8(idempotency_key)
@@ -265,7 +263,9 @@ class WriteTransaction:
                     f"idempotency key {idempotency_key!r} was already used for a different event "
                     f"(seq {existing.seq})"
                 )
-        before = self.rollout(rollout_id) if rollout_id is not None else None
+        before: RolloutState | None = None
+        if rollout_id is not None:
+            before = after[rollout_id] if rollout_id in after else self.rollout(rollout_id)
         generation = before.generation if before is not None else 0
         seq = self.head.seq + 1
         recorded_at = _now()
@@ -311,11 +311,9 @@ class WriteTransaction:
             hash=event_hash,
         )
         if rollout_id is not None:
+            state = after[rollout_id] = rollout_after(before, stored)
             if self._projects_rollouts:
-                self._rollouts.remember(rollout_id, rollout_after(before, stored))
+                self._rollouts.remember(rollout_id, state)
             else:
                 self._rollouts.forget(rollout_id)
-        for projector in self._projectors:
-            if projector.handles(kind):
-                projector.apply(self._conn, stored)
         return Appended(event=stored, created=True)

@@ -264,22 +264,13 @@ class Writer:
 
     def _apply(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
         try:
-            try:
-                return self._apply_batch(conn, batch, defer_events=True)
-            except _BatchEventsFailed:
-                # The batch's one INSERT of its event rows failed (a row the database refuses):
-                # run the batch again writing each event as it is appended, so the error fails
-                # the command that appended it and only that one, as it always has.
-                self._rollouts.clear()
-                return self._apply_batch(conn, batch, defer_events=False)
+            return self._apply_batch(conn, batch)
         except BaseException:
             # Nothing of this batch was committed: the rows it remembered are not true.
             self._rollouts.clear()
             raise
 
-    def _apply_batch(
-        self, conn: Connection, batch: list[_Pending[Any]], *, defer_events: bool
-    ) -> _BatchResult:
+    def _apply_batch(self, conn: Connection, batch: list[_Pending[Any]]) -> _BatchResult:
         result = _BatchResult()
         with conn.begin():
             if self._advisory_lock:
@@ -293,7 +284,7 @@ class Writer:
                 self._catalogue,
                 self._projectors,
                 self._rollouts,
-                defer_events=defer_events,
+                defer_events=True,
             )
             savepoints = CommandSavepoints(conn)
             try:
@@ -302,7 +293,7 @@ class Writer:
                     savepoints.open()
                     try:
                         value = pending.command(tx)
-                        tx.finish_command()
+                        tx.end_command()
                     except Exception as exc:
                         savepoints.undo()
                         tx.rollback_to(before)
@@ -311,15 +302,11 @@ class Writer:
                         savepoints.keep()
                         result.outcomes.append(_Outcome(ok=True, value=value))
                         result.events += tx.head.seq - before.seq
-                try:
-                    tx.write_events()
-                except DBAPIError as exc:
-                    raise _BatchEventsFailed from exc
+                # One INSERT of the batch's event rows. The boundary checked what each row
+                # holds, so a refusal here is the database's (full, damaged): like a failed
+                # commit, it fails every command of the batch and none of them happened.
+                tx.write_events()
             finally:
                 savepoints.close()
         self._rollouts.committed(tx.head)
         return result
-
-
-class _BatchEventsFailed(Exception):
-    """The multi-row INSERT of a batch's event rows failed (the transaction is rolled back)."""

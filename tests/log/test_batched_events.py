@@ -3,7 +3,8 @@
 The rows wait in memory until the batch ends, so these check what could tell: an
 idempotency key repeated within a batch, a command that reads the events table after earlier
 commands appended, a command rolled back after it wrote earlier commands' rows, and a batch
-whose INSERT the database refuses (it runs again row by row: only the refused command fails).
+whose INSERT the database refuses (like a failed commit it fails every command of the batch,
+none of them happened, and the writer goes on; no command is run twice).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ledger.app.metrics import LedgerMetrics
 from ledger.log.engines import sqlite_path
 from ledger.log.errors import StorageUnavailable
 from ledger.log.events import EventType
+from ledger.log.records import NewEvent
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.log.verify import verify_chain, verify_projections
@@ -64,7 +66,10 @@ async def in_one_batch(
 
 
 def batches(metrics: LedgerMetrics) -> float:
-    return metrics.registry.get_sample_value("ledger_writer_batch_size_count") or 0.0
+    """Batches run, committed or failed."""
+    registry = metrics.registry
+    committed = registry.get_sample_value("ledger_writer_batch_size_count") or 0.0
+    return committed + (registry.get_sample_value("ledger_writer_failed_batches_total") or 0.0)
 
 
 def note(
@@ -130,7 +135,7 @@ async def test_a_rolled_back_command_keeps_the_rows_of_the_commands_before_it(
     await assert_sound(notes, 2)
 
 
-async def test_a_refused_batch_insert_fails_only_the_command_whose_row_was_refused(
+async def test_a_refused_batch_insert_fails_the_whole_batch_and_runs_no_command_twice(
     notes: LedgerStore, database_url: str
 ) -> None:
     if not notes.is_sqlite:
@@ -141,11 +146,28 @@ async def test_a_refused_batch_insert_fails_only_the_command_whose_row_was_refus
             "WHEN NEW.kind = 'test.refused' BEGIN SELECT RAISE(ABORT, 'refused'); END"
         )
         conn.commit()
-    results = await in_one_batch(notes, [note("a"), note("x", kind="test.refused"), note("b")])
-    assert results[0].created and results[2].created
-    assert isinstance(results[1], StorageUnavailable) and "refused" in results[1].message
-    assert [(event.seq, event.payload) for event in await notes.events()] == [
-        (1, {"text": "a"}),
-        (2, {"text": "b"}),
-    ]
-    await assert_sound(notes, 2)
+    runs: list[str] = []
+
+    def counted(command: Callable[[WriteTransaction], Any], name: str) -> Any:
+        def run(tx: WriteTransaction) -> Any:
+            runs.append(name)
+            return command(tx)
+
+        return run
+
+    results = await in_one_batch(
+        notes,
+        [
+            counted(note("a"), "a"),
+            counted(note("x", kind="test.refused"), "x"),
+            counted(note("b"), "b"),
+        ],
+    )
+    assert runs == ["a", "x", "b"]
+    assert all(isinstance(r, StorageUnavailable) and "refused" in r.message for r in results)
+    assert await notes.events() == []
+    assert await notes.rollout("r") is None  # the batch's projection rows went with it
+    # The writer goes on, and what the batch remembered is gone with it.
+    again = await notes.append(NewEvent("test.note", {"text": "b"}, "r"))
+    assert again.event.seq == 1 and again.event.generation == 0
+    await assert_sound(notes, 1)

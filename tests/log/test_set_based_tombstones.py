@@ -50,7 +50,6 @@ async def test_delete_then_reuse_in_one_command(store: LedgerStore) -> None:
             lineage.record_row(tx, rollout_id, committed_row(rollout_id, "c0"))
             append_one(tx, prepared)
         removed = lineage.delete(tx, ids)
-        tx.flush_pending()
         after_delete = _counts(tx.conn)  # the removals are visible to SQL in the command
         # The same ids again, generation 1, and a second delete of two of them.
         for rollout_id, prepared in zip(ids, again, strict=True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log.events import EventType
 from ledger.log.records import NewEvent
 from ledger.log.store import LedgerStore
@@ -29,7 +29,7 @@ async def test_v1_payload_is_read_back_as_v2(database_url: str) -> None:
     v1 = LedgerStore(
         database_url,
         default_catalogue([EventType("test.greeting", GreetingV1)]),
-        default_projectors(),
+        write_side_projectors(),
     )
     await v1.open()
     try:
@@ -43,7 +43,7 @@ async def test_v1_payload_is_read_back_as_v2(database_url: str) -> None:
         default_catalogue(
             [EventType("test.greeting", GreetingV2, version=2, upcasters={1: v1_to_v2})]
         ),
-        default_projectors(),
+        write_side_projectors(),
     )
     await v2.open()
     try:

@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Engine, event, text
 
-from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.metrics import LedgerMetrics
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine, create_sqlite_writer_engine, is_sqlite_url
@@ -151,7 +151,7 @@ async def test_a_commit_failure_fails_the_whole_batch_and_the_writer_goes_on(
     writer = Writer(
         runner,
         catalogue,
-        default_projectors(),
+        write_side_projectors(),
         advisory_lock=not is_sqlite_url(database_url),
         max_batch=512,
         max_batch_bytes=1 << 20,

@@ -135,7 +135,6 @@ def import_line(
         else:
             if model_call_id is not None:
                 generation = tx.generation_of(rollout_id)
-                tx.flush_pending()  # earlier lines of this command may be kept in memory
                 existing = find_call(tx.conn, rollout_id, generation, model_call_id)
                 if existing is not None and existing.exchange_sha256 == sha:
                     outcome.already_present += 1
@@ -181,7 +180,6 @@ def _marker_command(rollout_id: str) -> Callable[[WriteTransaction], bool]:
         if tx.find_by_idempotency_key(key) is not None:
             return False
         generation = tx.generation_of(rollout_id)
-        tx.flush_pending()
         if load_state(tx.conn, rollout_id, generation).incomplete:
             return False
         tx.append(

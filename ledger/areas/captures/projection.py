@@ -72,42 +72,56 @@ def exchange_sha256(model_call_id: str | None, exchange: dict[str, Any]) -> str:
 
 
 class CapturesProjector:
-    """Writes position and pending rows in ``apply``; keeps each touched rollout's
-    ``capture_state`` row in memory for the current command and writes it in ``flush``, so a
-    command appending many captures to a rollout reads that row once and writes it once
-    instead of once per capture. ``tx.flush_pending()`` writes it before a command reads by SQL
-    (``DefersRows``)."""
+    """Writes position and pending rows, and each touched rollout's ``capture_state`` row once
+    per run of events (``apply_many``): a command appending many captures to a rollout reads
+    that row once and writes it once instead of once per capture. Everything is written when
+    the call returns."""
 
     name = "captures"
     version = 2
     tables: tuple[Table, ...] = (capture_positions, capture_state, capture_pending)
 
-    def __init__(self) -> None:
-        # rollout_id -> its capture_state row as of the last event applied in this command;
-        # ``stored``: whether the table holds a row for the id (INSERT or UPDATE when written).
-        self._known: dict[str, CaptureState] = {}
-        # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
-        self._unwritten: dict[str, None] = {}
-        # Inside ``apply_many``: the position rows not inserted yet (one executemany at the end).
-        self._position_rows: list[dict[str, Any]] | None = None
-        # Generations ended by tombstones in this command, removed together (ended_generations.py).
-        self._ended = EndedGenerations()
-
     def handles(self, kind: str) -> bool:
         return kind in _HANDLED
 
-    def _remove_ended(self, conn: Connection) -> None:
-        if self._ended:
-            ended = self._ended.take()
-            for table in (capture_positions, capture_pending):
-                delete_generations(conn, table, ended)
-            delete_rollouts(conn, capture_state, ended)
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        self.apply_many(conn, (event,))
 
-    def write_pending(self, conn: Connection) -> None:
-        # An id ended by a tombstone is not among the unwritten ones (apply drops it there).
-        self._remove_ended(conn)
-        unwritten, self._unwritten = self._unwritten, {}
-        for rollout_id in unwritten:
+    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        run = _Run(conn)
+        for event in events:
+            run.apply(event)
+        run.finish()
+
+    def flush(self, conn: Connection) -> None:
+        """Nothing is deferred."""
+
+    def discard(self) -> None:
+        """Nothing is deferred."""
+
+
+class _Run:
+    """One ``apply_many``: what it has read and not written yet, gone when it finishes.
+
+    The position rows are inserted together (no statement of ``apply`` reads
+    ``capture_positions``; a clear or a tombstone inserts the rows kept so far first), and the
+    generations tombstones ended are removed together (ended_generations.py) before any other
+    event is applied and when the run finishes."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        # rollout_id -> its capture_state row as of the last event applied; ``stored``: whether
+        # the table holds a row for the id (INSERT or UPDATE when written).
+        self._known: dict[str, CaptureState] = {}
+        # The ids whose row in ``_known`` is not written yet (a dict: written in a fixed order).
+        self._unwritten: dict[str, None] = {}
+        self._position_rows: list[dict[str, Any]] = []
+        self._ended = EndedGenerations()
+
+    def finish(self) -> None:
+        self._insert_kept_positions()
+        self._remove_ended()
+        for rollout_id in self._unwritten:
             state = self._known[rollout_id]
             values = {
                 "generation": state.generation,
@@ -119,73 +133,57 @@ class CapturesProjector:
                 "last_seq": state.last_seq,
             }
             if state.stored:
-                _UPDATE_STATE.execute(conn, {**values, "b_rollout_id": rollout_id})
+                _UPDATE_STATE.execute(self.conn, {**values, "b_rollout_id": rollout_id})
             else:
-                _INSERT_STATE.execute(conn, {**values, "rollout_id": rollout_id})
-                self._known[rollout_id] = replace(state, stored=True)
-
-    def flush(self, conn: Connection) -> None:
-        """Write the rows; what is remembered ends with the command."""
-        self.write_pending(conn)
-        self._known = {}
-
-    def discard(self) -> None:
-        """The command's savepoint was rolled back: what was remembered is not true."""
-        self._known = {}
+                _INSERT_STATE.execute(self.conn, {**values, "rollout_id": rollout_id})
         self._unwritten = {}
-        self._ended.clear()
 
-    def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        """``apply`` of each event in turn (``AppliesMany``), the position rows inserted
-        together: no statement of ``apply`` reads ``capture_positions``, and the deletes of a
-        clear or a tombstone insert the rows kept so far first."""
-        self._position_rows = []
-        try:
-            for event in events:
-                self.apply(conn, event)
-            self._insert_kept_positions(conn)
-        finally:
-            self._position_rows = None
+    def _remove_ended(self) -> None:
+        if self._ended:
+            ended = self._ended.take()
+            for table in (capture_positions, capture_pending):
+                delete_generations(self.conn, table, ended)
+            delete_rollouts(self.conn, capture_state, ended)
 
-    def _insert_kept_positions(self, conn: Connection) -> None:
+    def _insert_kept_positions(self) -> None:
         if self._position_rows:
             rows, self._position_rows = self._position_rows, []
-            _INSERT_POSITION.execute_many(conn, rows)
+            _INSERT_POSITION.execute_many(self.conn, rows)
 
-    def _state(self, conn: Connection, rollout_id: str, generation: int) -> CaptureState:
+    def _state(self, rollout_id: str, generation: int) -> CaptureState:
         known = self._known.get(rollout_id)
         if known is None:
-            return load_state(conn, rollout_id, generation)
+            return load_state(self.conn, rollout_id, generation)
         if known.generation == generation:
             return known
         # What load_state answers for a row of another generation (the row is known here).
         return CaptureState(rollout_id=rollout_id, generation=generation, stored=known.stored)
 
-    def apply(self, conn: Connection, event: StoredEvent) -> None:
+    def apply(self, event: StoredEvent) -> None:
+        conn = self.conn
         rollout_id = event.rollout_id
         if rollout_id is None:
             return
         if event.kind == ROLLOUT_DELETED:
             # The rows kept so far go in first: the removal of the ended generation (at the
-            # next event or the flush) must see them.
-            self._insert_kept_positions(conn)
+            # next event or the finish) must see them.
+            self._insert_kept_positions()
             self._ended.add(rollout_id, event.generation)
             self._known.pop(rollout_id, None)
             self._unwritten.pop(rollout_id, None)
             return
         # Any other event reads or writes rows a pending removal would change.
-        self._remove_ended(conn)
-        state = self._state(conn, rollout_id, event.generation)
+        self._remove_ended()
+        state = self._state(rollout_id, event.generation)
         payload = event.payload
         if event.kind in (MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED):
-            # One ``replace`` per capture (its cost was a tenth of a replay's capture rows).
-            self._known[rollout_id] = self._position(conn, state, event)
+            self._known[rollout_id] = self._position(state, event)
             self._unwritten[rollout_id] = None
             return
         if event.kind == CAPTURE_MARKED_INCOMPLETE:
             state = replace(state, has_evidence=True, incomplete=True)
         elif event.kind == CAPTURE_CLEARED:
-            self._forget_generation(conn, rollout_id, event.generation)
+            self._forget_generation(rollout_id, event.generation)
             state = CaptureState(
                 rollout_id=rollout_id,
                 generation=event.generation,
@@ -205,12 +203,12 @@ class CapturesProjector:
                 )
                 state = replace(state, pending_count=state.pending_count + 1)
         elif event.kind == CAPTURE_PENDING_WITHDRAWN and payload is not None:
-            state = self._settle_pending(conn, state, payload["model_call_id"])
+            state = self._settle_pending(state, payload["model_call_id"])
         self._known[rollout_id] = replace(state, last_seq=event.seq)
         self._unwritten[rollout_id] = None
 
-    def _position(self, conn: Connection, state: CaptureState, event: StoredEvent) -> CaptureState:
-        """Writes the position's row; the state after the event (``last_seq`` included)."""
+    def _position(self, state: CaptureState, event: StoredEvent) -> CaptureState:
+        """Keeps the position's row; the state after the event (``last_seq`` included)."""
         call_index = state.next_call_index
         state = replace(
             state, next_call_index=call_index + 1, has_evidence=True, last_seq=event.seq
@@ -225,28 +223,24 @@ class CapturesProjector:
         if event.kind == MODEL_CALL_CAPTURED:
             model_call_id = payload["model_call_id"]
             exchange_sha256 = event.payload_sha256
-        row = {
-            "rollout_id": state.rollout_id,
-            "generation": state.generation,
-            "call_index": call_index,
-            "seq": event.seq,
-            "model_call_id": model_call_id,
-            "exchange_sha256": exchange_sha256,
-        }
-        if self._position_rows is None:
-            _INSERT_POSITION.execute(conn, row)
-        else:
-            self._position_rows.append(row)
+        self._position_rows.append(
+            {
+                "rollout_id": state.rollout_id,
+                "generation": state.generation,
+                "call_index": call_index,
+                "seq": event.seq,
+                "model_call_id": model_call_id,
+                "exchange_sha256": exchange_sha256,
+            }
+        )
         if model_call_id is not None:
-            state = self._settle_pending(conn, state, model_call_id)
+            state = self._settle_pending(state, model_call_id)
         return state
 
-    def _settle_pending(
-        self, conn: Connection, state: CaptureState, model_call_id: str
-    ) -> CaptureState:
+    def _settle_pending(self, state: CaptureState, model_call_id: str) -> CaptureState:
         if state.pending_count == 0:
             return state
-        removed = conn.execute(
+        removed = self.conn.execute(
             delete(capture_pending)
             .where(capture_pending.c.rollout_id == state.rollout_id)
             .where(capture_pending.c.generation == state.generation)
@@ -256,10 +250,10 @@ class CapturesProjector:
             return replace(state, pending_count=max(0, state.pending_count - removed))
         return state
 
-    def _forget_generation(self, conn: Connection, rollout_id: str, generation: int) -> None:
-        self._insert_kept_positions(conn)
+    def _forget_generation(self, rollout_id: str, generation: int) -> None:
+        self._insert_kept_positions()
         for statement in _FORGET_GENERATION:
-            statement.execute(conn, {"b_rollout_id": rollout_id, "b_generation": generation})
+            statement.execute(self.conn, {"b_rollout_id": rollout_id, "b_generation": generation})
 
 
 def projectors() -> list[Projector]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -37,7 +37,7 @@ from ledger.areas.captures.queries import (
     lookup_captures,
     merge_gaps,
 )
-from ledger.areas.runs.commands import LabelCheck, apply_label, check_label
+from ledger.areas.runs.commands import LabelCheck, apply_label, check_label, label_event
 from ledger.areas.runs.labels import check_run_label
 from ledger.gym.capture_attachment import build_capture_attachment, capture_attachment
 from ledger.gym.capture_lines import CaptureExchange
@@ -52,6 +52,7 @@ from ledger.log.canonical import is_plain_json
 from ledger.log.encoding import EncodedPayload, encode_body
 from ledger.log.errors import Conflict, InvalidPayload, LedgerError
 from ledger.log.freshness import Freshness
+from ledger.log.records import NewEvent
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -207,39 +208,43 @@ def append_one(
     label = None if run is None else check_label(tx, prepared.rollout_id, run)
     if label is not None:
         label.refuse_if_different()
-    tx.flush_pending()
     lookup = lookup_capture(tx.conn, prepared.rollout_id, prepared.model_call_id)
-    receipt, _ = decide_append(tx, prepared, lookup.existing, lookup.next_call_index)
+    receipt = repeat_of(prepared, lookup.existing)
+    if receipt is None:
+        appended = tx.append(MODEL_CALL_CAPTURED, prepared.payload, rollout_id=prepared.rollout_id)
+        receipt = CaptureReceipt(
+            prepared.rollout_id,
+            prepared.model_call_id,
+            lookup.next_call_index,
+            appended.event.seq,
+            created=True,
+        )
     if label is not None:
         apply_label(tx, label)
     return receipt
 
 
-def decide_append(
-    tx: WriteTransaction,
-    prepared: PreparedExchange,
-    existing: StoredCall | None,
-    next_call_index: int,
-) -> tuple[CaptureReceipt, StoredCall | None]:
-    """The append decision given what is stored: the receipt, and the call it appended (None
-    for an idempotent repeat). Raises Conflict before appending anything."""
-    rollout_id = prepared.rollout_id
-    model_call_id = prepared.model_call_id
-    if existing is not None:
-        if existing.exchange_sha256 != prepared.sha256:
-            raise Conflict(
-                f"model_call_id {model_call_id!r} was already captured for rollout "
-                f"{rollout_id!r} with a different exchange"
-            )
-        receipt = CaptureReceipt(
-            rollout_id, model_call_id, existing.call_index, existing.seq, created=False
+def repeat_of(prepared: PreparedExchange, existing: StoredCall | None) -> CaptureReceipt | None:
+    """The receipt of an idempotent repeat of ``existing``; None when the exchange is new.
+    Raises Conflict for other bytes under a stored model_call_id."""
+    if existing is None:
+        return None
+    _refuse_other_bytes(prepared, existing.exchange_sha256)
+    return CaptureReceipt(
+        prepared.rollout_id,
+        prepared.model_call_id,
+        existing.call_index,
+        existing.seq,
+        created=False,
+    )
+
+
+def _refuse_other_bytes(prepared: PreparedExchange, stored_sha256: str | None) -> None:
+    if stored_sha256 != prepared.sha256:
+        raise Conflict(
+            f"model_call_id {prepared.model_call_id!r} was already captured for rollout "
+            f"{prepared.rollout_id!r} with a different exchange"
         )
-        return receipt, None
-    appended = tx.append(MODEL_CALL_CAPTURED, prepared.payload, rollout_id=rollout_id)
-    event = appended.event
-    receipt = CaptureReceipt(rollout_id, model_call_id, next_call_index, event.seq, created=True)
-    # What the capture projection now holds for the id (a captured event takes one position).
-    return receipt, StoredCall(next_call_index, event.seq, event.payload_sha256)
 
 
 def append_command(
@@ -251,6 +256,18 @@ def append_command(
     return command
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A capture of a batch command's new events: its position, its event's place among
+    them (its seq is known once they are appended), and whether this item appends it (else
+    the item repeats an earlier item of the batch)."""
+
+    call_index: int
+    event_index: int
+    exchange_sha256: str
+    created: bool = True
+
+
 def append_many_command(
     prepared: Sequence[PreparedExchange], run: str | None = None
 ) -> Callable[[WriteTransaction], list[CaptureReceipt | Conflict]]:
@@ -258,10 +275,11 @@ def append_many_command(
 
     Each item is decided exactly as ``append_one`` would decide it after the items before it,
     but what is stored is read once per rollout (one statement for all its model_call_ids)
-    and then kept up to date as the items append: within the command nothing else writes
-    these rollouts, and each captured event takes the next position. With ``run``, each
-    rollout's label is read once too; an item of a rollout labelled otherwise is a 409 of its
-    own, and a rollout is labelled after its first accepted item.
+    and then kept up to date as the items are decided: within the command nothing else
+    writes these rollouts, and each new capture takes the next position. The new events
+    (captures, and a rollout's label after its first accepted item) are appended together at
+    the end, in item order. With ``run``, each rollout's label is read once too; an item of a
+    rollout labelled otherwise is a 409 of its own.
     """
 
     def command(tx: WriteTransaction) -> list[CaptureReceipt | Conflict]:
@@ -272,29 +290,58 @@ def append_many_command(
         ids_by_rollout: dict[str, set[str]] = {}
         for item in prepared:
             ids_by_rollout.setdefault(item.rollout_id, set()).add(item.model_call_id)
-        tx.flush_pending()
         lookups = {
             rollout_id: lookup_captures(tx.conn, rollout_id, model_call_ids)
             for rollout_id, model_call_ids in ids_by_rollout.items()
         }
-        outcomes: list[CaptureReceipt | Conflict] = []
+        planned: dict[tuple[str, str], _Planned] = {}
+        new_events: list[NewEvent] = []
+        decided: list[CaptureReceipt | Conflict | _Planned] = []
         for item in prepared:
             lookup = lookups[item.rollout_id]
-            existing = lookup.existing.get(item.model_call_id)
             label = labels.get(item.rollout_id)
+            plan = planned.get((item.rollout_id, item.model_call_id))
+            existing = lookup.existing.get(item.model_call_id)
             try:
                 if label is not None:
                     label.refuse_if_different()
-                receipt, stored = decide_append(tx, item, existing, lookup.next_call_index)
+                if plan is not None:  # a repeat of an earlier item of this batch
+                    _refuse_other_bytes(item, plan.exchange_sha256)
+                    decided.append(replace(plan, created=False))
+                    continue
+                receipt = repeat_of(item, existing)
             except Conflict as exc:
-                outcomes.append(exc)
+                decided.append(exc)
                 continue
-            if stored is not None:
-                lookup.existing[item.model_call_id] = stored
+            if receipt is None:
+                plan = _Planned(lookup.next_call_index, len(new_events), item.sha256)
+                planned[(item.rollout_id, item.model_call_id)] = plan
                 lookup.next_call_index += 1
+                new_events.append(
+                    NewEvent(MODEL_CALL_CAPTURED, item.payload, rollout_id=item.rollout_id)
+                )
+                decided.append(plan)
+            else:
+                decided.append(receipt)
             if label is not None:
-                apply_label(tx, label)
-            outcomes.append(receipt)
+                labelled = label_event(label)
+                if labelled is not None:
+                    new_events.append(labelled)
+        appended = tx.append_many(new_events)
+        outcomes: list[CaptureReceipt | Conflict] = []
+        for item, outcome in zip(prepared, decided, strict=True):
+            if isinstance(outcome, _Planned):
+                outcomes.append(
+                    CaptureReceipt(
+                        item.rollout_id,
+                        item.model_call_id,
+                        outcome.call_index,
+                        appended[outcome.event_index].event.seq,
+                        created=outcome.created,
+                    )
+                )
+            else:
+                outcomes.append(outcome)
         return outcomes
 
     return command
@@ -378,7 +425,6 @@ class CaptureService:
         validate_rollout_id(rollout_id)
 
         def command(tx: WriteTransaction) -> MarkerReceipt:
-            tx.flush_pending()  # ``changes`` reads the capture tables by SQL
             if not changes(tx, tx.generation_of(rollout_id)):
                 return MarkerReceipt(rollout_id, changed=False, seq=None)
             appended = tx.append(kind, payload, rollout_id=rollout_id)

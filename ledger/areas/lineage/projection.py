@@ -86,42 +86,46 @@ class LineageProjector:
 
     def __init__(self) -> None:
         # Inside ``apply_many``: the rows not inserted yet (one executemany at the end).
-        self._rows: list[dict[str, Any]] | None = None
-        # Generations ended by tombstones in this command, removed together (ended_generations.py).
+        self._rows: list[dict[str, Any]] = []
+        # Generations ended by tombstones of this run, removed together (ended_generations.py).
         self._ended = EndedGenerations()
 
     def handles(self, kind: str) -> bool:
         return kind in self._KINDS
 
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        self.apply_many(conn, (event,))
+
     def apply_many(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        """``apply`` of each event in turn (``AppliesMany``), the ledger rows inserted together:
-        no statement of ``apply`` reads ``lineage_rows``, and a tombstone's delete inserts the
-        rows kept so far first."""
-        self._rows = []
+        """Each event in turn, the ledger rows inserted together and the ended generations
+        removed together: no statement of a run reads ``lineage_rows`` before the run ends,
+        and a tombstone's delete inserts the rows kept so far first. Everything is written
+        when it returns."""
         try:
             for event in events:
-                self.apply(conn, event)
+                self._apply(conn, event)
             self._insert_kept_rows(conn)
+            self._remove_ended(conn)
         finally:
-            self._rows = None
+            self._rows = []
+            self._ended.clear()
 
     def _insert_kept_rows(self, conn: Connection) -> None:
         if self._rows:
             rows, self._rows = self._rows, []
             _INSERT_ROW.execute_many(conn, rows)
 
-    def write_pending(self, conn: Connection) -> None:
+    def _remove_ended(self, conn: Connection) -> None:
         if self._ended:
             delete_generations(conn, lineage_rows, self._ended.take())
 
     def flush(self, conn: Connection) -> None:
-        """Every row but the tombstones' removals is written in ``apply``."""
-        self.write_pending(conn)
+        """Nothing is deferred."""
 
     def discard(self) -> None:
-        self._ended.clear()
+        """Nothing is deferred."""
 
-    def apply(self, conn: Connection, event: StoredEvent) -> None:
+    def _apply(self, conn: Connection, event: StoredEvent) -> None:
         payload = event.payload
         if event.kind == ROLLOUT_DELETED and event.rollout_id is not None:
             # The tombstone ends the generation: its rows are gone for every reader, and a
@@ -129,7 +133,7 @@ class LineageProjector:
             self._insert_kept_rows(conn)
             self._ended.add(event.rollout_id, event.generation)
             return
-        self.write_pending(conn)
+        self._remove_ended(conn)
         if event.kind == REMOVAL_HOLD_RELEASED:
             conn.execute(_RELEASE_HOLD)
             return
@@ -171,10 +175,7 @@ class LineageProjector:
             "seq": event.seq,
             **row_columns(row),
         }
-        if self._rows is None:
-            _INSERT_ROW.execute(conn, values)
-        else:
-            self._rows.append(values)
+        self._rows.append(values)
 
 
 def projectors() -> list[Projector]:

@@ -28,7 +28,7 @@ from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold,
 from ledger.gym.lineage import staging_key_of
 from ledger.log.canonical import canonical_json, sha256_hex
 from ledger.log.errors import Conflict
-from ledger.log.records import as_utc
+from ledger.log.records import NewEvent, as_utc
 from ledger.log.rollout_events import (
     ROLLOUT_DELETED,
     ROLLOUT_RETIRED,
@@ -71,9 +71,6 @@ def conflicting_row_message(model_call_id: str) -> str:
 
 # Statements built once: SQLAlchemy memoises a statement's cache key per object, which keeps a
 # retire of 4096 ids close to the cost of its SQL.
-_CURRENT = select(rollouts.c.generation, rollouts.c.state).where(
-    rollouts.c.rollout_id == bindparam("rid")
-)
 _SAME_CALL = (
     select(lineage_rows.c.seq, lineage_rows.c.row_sha256, lineage_rows.c.row_kind)
     .where(
@@ -89,17 +86,12 @@ _HAS_EVENTS = select(
 _HOLD_REASON = select(lineage_removal_hold.c.reason)
 
 
-def _current_state(conn: Connection, rollout_id: str) -> tuple[int, bool]:
-    """(current generation, fenced?) of a rollout; an unseen id is generation 0, live."""
-    row = conn.execute(_CURRENT, {"rid": rollout_id}).first()
-    if row is None:
-        return 0, False
-    return int(row.generation), row.state == RETIRED
-
-
 def _current(tx: WriteTransaction, rollout_id: str) -> tuple[int, bool]:
-    tx.flush_pending()
-    return _current_state(tx.conn, rollout_id)
+    """(current generation, fenced?) of a rollout; an unseen id is generation 0, live."""
+    state = tx.rollout(rollout_id)
+    if state is None:
+        return 0, False
+    return state.generation, state.state == RETIRED
 
 
 def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> RecordResult:
@@ -108,7 +100,6 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
     generation, fenced = _current(tx, rollout_id)
     model_call_id = str(row["model_call_id"])
     row_sha = sha256_hex(canonical_json(row).encode())
-    tx.flush_pending()
     same_call = tx.conn.execute(
         _SAME_CALL, {"rid": rollout_id, "gen": generation, "mcid": model_call_id}
     ).all()
@@ -138,7 +129,6 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
 
 
 def _check_hold(tx: WriteTransaction) -> None:
-    tx.flush_pending()
     reason = tx.conn.execute(_HOLD_REASON).scalar()
     if reason is not None:
         raise RemovalHeld(str(reason))
@@ -170,7 +160,6 @@ def _batch_state(
             generation[rollout_id] = known.generation
             if known.state == RETIRED:
                 fenced.add(rollout_id)
-    tx.flush_pending()
     if events_too:
         tx.write_events()  # the query below reads the events table
     for start in range(0, len(rollout_ids), _PREFETCH_CHUNK):
@@ -201,19 +190,21 @@ def retire(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
     _check_hold(tx)
     state = _batch_state(tx, rollout_ids)
     result = RemovalResult()
+    fences: list[NewEvent] = []
     for rollout_id in rollout_ids:
         if rollout_id in state.fenced:
             result.absent.append(rollout_id)  # retiring again changes nothing
             continue
         had_rows = rollout_id in state.with_rows
-        _fence(tx, rollout_id, had_rows=had_rows)
+        fences.append(_fence_event(rollout_id, had_rows=had_rows))
         result.fenced += 1
         (result.removed if had_rows else result.absent).append(rollout_id)
+    tx.append_many(fences)
     return result
 
 
-def _fence(tx: WriteTransaction, rollout_id: str, *, had_rows: bool) -> None:
-    tx.append(ROLLOUT_RETIRED, RolloutRetired(had_rows=had_rows), rollout_id=rollout_id)
+def _fence_event(rollout_id: str, *, had_rows: bool) -> NewEvent:
+    return NewEvent(ROLLOUT_RETIRED, RolloutRetired(had_rows=had_rows), rollout_id=rollout_id)
 
 
 @dataclass
@@ -251,7 +242,8 @@ def import_ledger(
         else:
             result.duplicates += 1
     if fence:
-        _fence(tx, rollout_id, had_rows=_has_rows_now(tx, rollout_id, generation))
+        had_rows = _has_rows_now(tx, rollout_id, generation)
+        tx.append_many([_fence_event(rollout_id, had_rows=had_rows)])
         result.fenced = True
     return result
 
@@ -262,7 +254,6 @@ def _has_rows_now(tx: WriteTransaction, rollout_id: str, generation: int) -> boo
             lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
         )
     )
-    tx.flush_pending()
     return bool(tx.conn.execute(query).scalar())
 
 
@@ -271,6 +262,7 @@ def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
     _check_hold(tx)
     state = _batch_state(tx, rollout_ids, events_too=True)
     result = RemovalResult()
+    tombstones: list[NewEvent] = []
     for rollout_id in rollout_ids:
         # An id never seen, or whose current generation holds nothing, already reads as unused.
         if rollout_id not in state.with_events:
@@ -279,14 +271,16 @@ def delete(tx: WriteTransaction, rollout_ids: Sequence[str]) -> RemovalResult:
         # Retire already removed a fenced generation's ledger: deleting it removes only the
         # fence, so such an id is absent (Gym: "a fenced-only id is absent").
         had_rows = rollout_id in state.with_rows and rollout_id not in state.fenced
-        tx.append(ROLLOUT_DELETED, RolloutDeleted(had_rows=had_rows), rollout_id=rollout_id)
+        tombstones.append(
+            NewEvent(ROLLOUT_DELETED, RolloutDeleted(had_rows=had_rows), rollout_id=rollout_id)
+        )
         (result.removed if had_rows else result.absent).append(rollout_id)
+    tx.append_many(tombstones)
     return result
 
 
 def set_hold(tx: WriteTransaction, reason: str) -> bool:
     """Set (or change) the removal hold; False if it was already set with this reason."""
-    tx.flush_pending()
     current = tx.conn.execute(_HOLD_REASON).scalar()
     if current == reason:
         return False
@@ -296,7 +290,6 @@ def set_hold(tx: WriteTransaction, reason: str) -> bool:
 
 def release_hold(tx: WriteTransaction) -> bool:
     """Release the hold; False if none was set."""
-    tx.flush_pending()
     if tx.conn.execute(_HOLD_REASON).scalar() is None:
         return False
     tx.append(REMOVAL_HOLD_RELEASED, {})

@@ -120,12 +120,12 @@ class _Pending:
 
 
 class ObservationsProjector:
-    """Keeps inputs as events arrive; recomputes each touched rollout's record once per command.
+    """Keeps inputs as events arrive; recomputes each touched rollout's record once per page.
 
     Recomputing on every event made a batch of n captures to one rollout cost O(n²): the record
     is rebuilt from all its calls. ``apply`` therefore only records what changed, and ``flush``
-    (called by the writer when a command's events are all applied, inside its savepoint)
-    rebuilds each touched rollout once. The result is the same as rebuilding after every event:
+    (called when a page's events are all applied, in the page's transaction) rebuilds each
+    touched rollout once. The result is the same as rebuilding after every event:
     the record is a function of the stored inputs and the last event's seq.
     """
 
@@ -187,11 +187,6 @@ class ObservationsProjector:
     def _remove_ended(self, conn: Connection) -> None:
         if self._ended:
             forget_rollouts(conn, self._ended.take())
-
-    def write_pending(self, conn: Connection) -> None:
-        """Only the removals: a command that reads by SQL after appending sees the deleted
-        rollouts gone, as when they were removed in ``apply``; records wait for ``flush``."""
-        self._remove_ended(conn)
 
     def flush(self, conn: Connection) -> None:
         # A deleted rollout is not among the pending ones (apply drops it there).

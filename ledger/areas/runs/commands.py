@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, select
 from ledger.areas.runs.events import ROLLOUT_LABELLED, RolloutLabelled
 from ledger.areas.runs.tables import run_labels
 from ledger.log.errors import Conflict
+from ledger.log.records import NewEvent
 from ledger.log.transaction import WriteTransaction
 
 _SELECT_LABEL = select(run_labels.c.run_label).where(
@@ -54,13 +55,19 @@ def check_label(tx: WriteTransaction, rollout_id: str, run: str) -> LabelCheck:
     return LabelCheck(rollout_id, run, held)
 
 
-def apply_label(tx: WriteTransaction, check: LabelCheck) -> int | None:
-    """Append ``rollout.labelled`` unless the generation already holds the label; the seq."""
+def label_event(check: LabelCheck) -> NewEvent | None:
+    """The ``rollout.labelled`` event to append, unless the generation already holds the
+    label (then None); the check then holds it."""
     check.refuse_if_different()
     if check.held is not None:
         return None
-    appended = tx.append(
-        ROLLOUT_LABELLED, RolloutLabelled(run=check.asked), rollout_id=check.rollout_id
-    )
     check.held = check.asked
-    return appended.event.seq
+    return NewEvent(ROLLOUT_LABELLED, RolloutLabelled(run=check.asked), rollout_id=check.rollout_id)
+
+
+def apply_label(tx: WriteTransaction, check: LabelCheck) -> int | None:
+    """Append ``rollout.labelled`` unless the generation already holds the label; the seq."""
+    event = label_event(check)
+    if event is None:
+        return None
+    return tx.append_many([event])[0].event.seq

@@ -1,7 +1,8 @@
-"""The ``rollouts`` and ``capture_state`` rows are written once per command (at ``flush``), not
-once per event: the rows must come out as per-event projection leaves them (``verify`` flushes
-after every event), SQL reads inside a command must see what it appended, and a rolled-back
-command must leave nothing behind."""
+"""The write side's rows (``rollouts``, ``capture_state``, positions) are written when ``append``
+or ``append_many`` returns, each rollout's row once per ``append_many``: the rows must come out
+as per-event projection leaves them (``verify`` replays event by event), SQL reads inside a
+command must see what it appended with no call to make first, and a rolled-back command must
+leave nothing behind."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -29,6 +30,7 @@ from ledger.areas.captures.tables import capture_positions, capture_state
 from ledger.areas.lineage import queries as lineage
 from ledger.log import migrate
 from ledger.log.engines import create_sqlite_writer_engine
+from ledger.log.records import NewEvent
 from ledger.log.rollout_cache import RolloutCache
 from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.log.store import LedgerStore
@@ -69,36 +71,52 @@ async def rows(store: LedgerStore) -> dict[str, list[dict[str, Any]]]:
         }
 
 
-async def test_every_kind_of_event_in_one_command_leaves_the_per_event_rows(
-    store: LedgerStore,
-) -> None:
-    def command(tx: WriteTransaction) -> None:
-        # r1: a new rollout with captures, a damaged line, pending calls and a marker; retired.
-        capture(tx, "r1", "a")
-        tx.append(MODEL_CALL_DAMAGED, {"raw_line": "{oops", "reason": "bad"}, rollout_id="r1")
-        tx.append(CAPTURE_PENDING_ANNOUNCED, {"model_call_id": "p"}, rollout_id="r1")
-        tx.append(CAPTURE_PENDING_ANNOUNCED, {"model_call_id": "q"}, rollout_id="r1")
-        tx.append(CAPTURE_PENDING_WITHDRAWN, {"model_call_id": "q"}, rollout_id="r1")
-        capture(tx, "r1", "p")  # settles the pending call p
-        tx.append(CAPTURE_MARKED_INCOMPLETE, {"reason": "x"}, rollout_id="r1")
-        tx.append(ROLLOUT_RETIRED, {"had_rows": False}, rollout_id="r1")
-        # r2: captured, cleared and captured again, deleted, then a new generation.
-        capture(tx, "r2", "a")
-        tx.append(CAPTURE_CLEARED, {}, rollout_id="r2")
-        capture(tx, "r2", "b")
-        tx.append(ROLLOUT_DELETED, {"had_rows": False}, rollout_id="r2")
-        capture(tx, "r2", "a")
+def captured(rollout_id: str, model_call_id: str) -> NewEvent:
+    payload = ModelCallCaptured.model_construct(
+        model_call_id=model_call_id, exchange=chat_exchange(model_call_id=model_call_id)
+    )
+    return NewEvent(MODEL_CALL_CAPTURED, payload, rollout_id)
 
-    await store.execute(command)
+
+def run_events(tx: WriteTransaction, new_events: list[NewEvent], *, together: bool) -> None:
+    if together:
+        tx.append_many(new_events)
+    else:
+        for new in new_events:
+            tx.append(new.kind, new.payload, rollout_id=new.rollout_id)
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["append", "append_many"])
+async def test_every_kind_of_event_in_one_command_leaves_the_per_event_rows(
+    store: LedgerStore, together: bool
+) -> None:
+    first = [
+        # r1: a new rollout with captures, a damaged line, pending calls and a marker; retired.
+        captured("r1", "a"),
+        NewEvent(MODEL_CALL_DAMAGED, {"raw_line": "{oops", "reason": "bad"}, "r1"),
+        NewEvent(CAPTURE_PENDING_ANNOUNCED, {"model_call_id": "p"}, "r1"),
+        NewEvent(CAPTURE_PENDING_ANNOUNCED, {"model_call_id": "q"}, "r1"),
+        NewEvent(CAPTURE_PENDING_WITHDRAWN, {"model_call_id": "q"}, "r1"),
+        captured("r1", "p"),  # settles the pending call p
+        NewEvent(CAPTURE_MARKED_INCOMPLETE, {"reason": "x"}, "r1"),
+        NewEvent(ROLLOUT_RETIRED, {"had_rows": False}, "r1"),
+        # r2: captured, cleared and captured again, deleted, then a new generation.
+        captured("r2", "a"),
+        NewEvent(CAPTURE_CLEARED, {}, "r2"),
+        captured("r2", "b"),
+        NewEvent(ROLLOUT_DELETED, {"had_rows": False}, "r2"),
+        captured("r2", "a"),
+    ]
+    await store.execute(lambda tx: run_events(tx, first, together=together))
 
     # A second command on rows that now exist (UPDATE, not INSERT), and a deleted rollout
     # whose tombstone is the command's only event for it.
-    def second(tx: WriteTransaction) -> None:
-        capture(tx, "r2", "c")
-        tx.append(ROLLOUT_DELETED, {"had_rows": False}, rollout_id="r1")
-        capture(tx, "r3", "a")
-
-    await store.execute(second)
+    second = [
+        captured("r2", "c"),
+        NewEvent(ROLLOUT_DELETED, {"had_rows": False}, "r1"),
+        captured("r3", "a"),
+    ]
+    await store.execute(lambda tx: run_events(tx, second, together=together))
     await assert_rebuilds_identically(store)
 
     stored = await rows(store)
@@ -124,9 +142,7 @@ async def test_reads_inside_a_command_see_what_it_appended(store: LedgerStore) -
         seen: list[object] = []
         capture(tx, "r1", "a")
         last = capture(tx, "r1", "b")
-        # The captures service's reads (marker commands, an append's lookup), after the
-        # explicit flush a command makes before reading by SQL.
-        tx.flush_pending()
+        # The captures service's reads (marker commands, an append's lookup).
         state = load_state(tx.conn, "r1", 0)
         seen.append((state.next_call_index, state.has_evidence, state.last_seq == last))
         seen.append(lookup_capture(tx.conn, "r1", "c").next_call_index)
@@ -155,7 +171,7 @@ async def test_a_failed_command_leaves_no_rows_behind(store: LedgerStore) -> Non
 
     def failing(tx: WriteTransaction) -> None:
         capture(tx, "gone", "a")
-        tx.flush_pending()  # writes the rows mid-command: the savepoint undoes them
+        # The rows are written at once: the savepoint undoes them.
         load_state(tx.conn, "gone", 0)
         capture(tx, "gone", "b")
         capture(tx, "kept", "x")  # pending for a rollout the next command touches too
@@ -193,7 +209,7 @@ async def test_a_rollout_read_by_sql_after_the_cache_lost_it_is_current(
                 conn,
                 read_head(conn),
                 default_catalogue(),
-                default_projectors(),
+                write_side_projectors(),
                 RolloutCache(max_entries=1),
             )
             first = capture(tx, "r1", "a")
@@ -202,7 +218,7 @@ async def test_a_rollout_read_by_sql_after_the_cache_lost_it_is_current(
             state = tx.rollout("r1")
             assert state is not None
             assert (state.first_seq, state.last_seq, state.state) == (first, first, "live")
-            tx.finish_command()
+            tx.end_command()
     finally:
         engine.dispose()
 
