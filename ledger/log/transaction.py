@@ -231,9 +231,13 @@ class WriteTransaction:
         # written by the projection at the end, so a later event of the call reads them here.
         after: dict[str, RolloutState] = {}
         results: list[Appended] = []
-        for new in new_events:
-            results.append(self._record(new, after))
-        apply_events(self._conn, self._projectors, [r.event for r in results if r.created])
+        try:
+            for new in new_events:
+                results.append(self._record(new, after))
+        finally:
+            # An event refused part way (its idempotency key, its payload) fails only itself:
+            # the events before it are appended and projected, as by one ``append`` each.
+            apply_events(self._conn, self._projectors, [r.event for r in results if r.created])
         return results
 
     def _record(self, new: NewEvent, after: dict[str, RolloutState]) -> Appended:

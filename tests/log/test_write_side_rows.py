@@ -30,6 +30,7 @@ from ledger.areas.captures.tables import capture_positions, capture_state
 from ledger.areas.lineage import queries as lineage
 from ledger.log import migrate
 from ledger.log.engines import create_sqlite_writer_engine
+from ledger.log.errors import IdempotencyConflict
 from ledger.log.records import NewEvent
 from ledger.log.rollout_cache import RolloutCache
 from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
@@ -243,3 +244,32 @@ async def test_captures_through_the_service_rebuild_identically(
     states = {row["rollout_id"]: row for row in (await rows(store))["capture_state"]}
     assert [states[f"r{n}"]["next_call_index"] for n in range(3)] == [10, 10, 10]
     assert states["r1"]["incomplete"]
+
+
+async def test_an_event_refused_part_way_leaves_the_events_before_it_projected(
+    store: LedgerStore,
+) -> None:
+    """A command that catches a refusal from ``append_many`` goes on with the events before the
+    refused one appended and projected, as with one ``append`` each."""
+
+    def command(tx: WriteTransaction) -> str:
+        tx.append(CAPTURE_MARKED_INCOMPLETE, {"reason": "x"}, rollout_id="r0", idempotency_key="k")
+        try:
+            tx.append_many(
+                [
+                    captured("r1", "a"),
+                    captured("r1", "b"),
+                    # The key of another event: refused, and nothing after it is appended.
+                    NewEvent(CAPTURE_PENDING_ANNOUNCED, {"model_call_id": "p"}, "r1", "k"),
+                    captured("r1", "c"),
+                ]
+            )
+        except IdempotencyConflict as exc:
+            state = load_state(tx.conn, "r1", 0)
+            return f"{type(exc).__name__} {state.next_call_index} {tx.head.seq}"
+        return "appended"
+
+    assert await store.execute(command) == "IdempotencyConflict 2 3"
+    await assert_rebuilds_identically(store)
+    stored = await rows(store)
+    assert [row["call_index"] for row in stored["capture_positions"]] == [0, 1]
