@@ -1,6 +1,6 @@
 """Capture ingest in-process (no HTTP): what the writer thread costs per capture.
 
-Through ``CaptureService`` on a ``LedgerStore`` with ``default_projectors`` and a fresh SQLite
+Through ``CaptureService`` on a ``LedgerStore`` with ``write_side_projectors`` and a fresh SQLite
 file (WAL, ``synchronous=FULL``), realistic ~2 KB exchanges:
 
 - batched: commands of 100 captures to one rollout (``append_many``), 8 concurrent senders;
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_captures import exchange
-from ledger.app.areas import default_catalogue, default_projectors
+from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.log import migrate
 from ledger.log.projector import Projector
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> None:
     for name, captures, run, size in legs:
         for label, projectors in (
             ("baseline, rollouts projection only", _rollouts_only),
-            ("ledger, every projection", default_projectors),
+            ("ledger, the write side (views follow the log)", write_side_projectors),
         ):
             asyncio.run(
                 _leg(
