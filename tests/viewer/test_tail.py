@@ -1,14 +1,19 @@
 """The live tail's page over HTTP, in-process, on both backends: a capture's status in words (a
-429 does not read like a 200), the filters by rollout and kind, and a 4xx for bad filters."""
+429 does not read like a 200), the filters by rollout and kind, a 4xx for bad filters, and the
+tail's freshness: it shows the log as far as the views have projected it."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import httpx
 import pytest
 
+from ledger.app.config import Settings
+from ledger.areas.viewer import routes
+from tests.api.support import ledger_of, running_app
 from tests.support import viewer_data as data
 
 
@@ -105,3 +110,43 @@ async def test_the_stream_starts_after_a_seq_or_the_head(tail: httpx.AsyncClient
         reply = await tail.get(f"/ui/events/stream?after={after}")
         assert reply.status_code == 400
         assert reply.text == "after: expected a seq or head"
+
+
+def _sent(stream_text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in stream_text.splitlines() if line.startswith("data: ")]
+
+
+async def test_the_tail_waits_for_the_views_so_each_capture_has_its_status(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture's status is its projected row: the tail never sends an event the views have not
+    reached, since a row sent without its status would never be sent again."""
+    monkeypatch.setattr(routes, "STREAM_LIFETIME_SECONDS", 0.5)
+    async with running_app(settings) as (app, http):
+        ledger = ledger_of(app)
+        assert ledger.projector is not None
+        first = data.exchange("tw-0", data.T0, data.T0 + 1)
+        posted = await http.post("/v1/rollouts/tw/model-calls", json=first)
+        seen = posted.json()["seq"]
+        await ledger.freshness.wait_for_seq(seen)
+        await ledger.projector.stop()
+        late = data.exchange("tw-1", data.T0 + 2, data.T0 + 3, status_code=429)
+        late["error_category"] = "rate_limited"
+        posted = await http.post("/v1/rollouts/tw/model-calls", json=late)
+        behind = posted.json()["seq"]
+        assert behind > seen
+
+        page = (await http.get("/ui/events?rollout=tw")).text
+        assert [status for _, status, _ in _rows(page)] == ['<span class="ok">200</span>']
+        assert f"up to seq {seen}." in page and f'data-after="{seen}"' in page
+        held = await http.get(f"/ui/events/stream?after={seen}&rollout=tw")
+        assert held.status_code == 200 and _sent(held.text) == []
+        from_head = await http.get("/ui/events/stream?after=head")
+        assert _sent(from_head.text) == []
+
+        await ledger.projector.start()
+        await ledger.freshness.wait_for_seq(behind)
+        sent = _sent((await http.get(f"/ui/events/stream?after={seen}&rollout=tw")).text)
+        assert [(e["seq"], e["status"]) for e in sent] == [
+            (behind, {"text": "failed 429 (rate_limited)", "failed": True, "truncated": False})
+        ]

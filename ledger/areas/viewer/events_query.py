@@ -1,6 +1,10 @@
 """The event log for the live tail: by seq, without payloads (a capture can be megabytes), each
 capture event with its call's status (the projected ``capture_calls`` row of that event, found
-by ``ix_capture_calls_seq``), optionally only one rollout's events and one kind."""
+by ``ix_capture_calls_seq``), optionally only one rollout's events and one kind.
+
+The tail reads the log only as far as the views have projected it (the caller passes that seq):
+past it a capture's row may not be written yet, and an event sent without its status would
+never be sent again."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import ColumnElement, Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import capture_calls
@@ -118,10 +122,9 @@ async def events_after(
 
 
 async def newest_events(
-    conn: AsyncConnection, limit: int, flt: TailFilter | None = None
-) -> tuple[list[TailEvent], int]:
-    """The newest ``limit`` events (of the filter's), oldest first, and the log's head seq
-    (0 for an empty log): the stream continues after it whatever the filter."""
+    conn: AsyncConnection, limit: int, until: int, flt: TailFilter | None = None
+) -> list[TailEvent]:
+    """The newest ``limit`` events up to seq ``until`` (of the filter's), oldest first."""
     flt = flt or TailFilter()
     # One rollout's events in ix_events_rollout's order (seq grows with generation): no sort.
     order = (
@@ -129,11 +132,5 @@ async def newest_events(
         if flt.rollout_id is not None and flt.kind is None
         else (events.c.seq.desc(),)
     )
-    found = await conn.execute(_select(flt).order_by(*order).limit(limit))
-    rows = [_event(r) for r in found][::-1]
-    return rows, await head_seq(conn)
-
-
-async def head_seq(conn: AsyncConnection) -> int:
-    value = (await conn.execute(select(func.max(events.c.seq)))).scalar()
-    return int(value or 0)
+    wanted = _select(flt).where(events.c.seq <= until).order_by(*order).limit(limit)
+    return [_event(r) for r in await conn.execute(wanted)][::-1]

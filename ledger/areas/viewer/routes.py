@@ -389,7 +389,8 @@ async def call_payload(request: Request, rollout_id: str, call_index: str) -> Re
 async def events_page(request: Request) -> Response:
     if not signin.signed_in(request):
         return signin.to_sign_in(request)
-    store = get_ledger(request).store
+    ledger = get_ledger(request)
+    store = ledger.store
     kinds = store.catalogue.kinds
     given = Counter(name for name, _ in request.query_params.multi_items())
     try:
@@ -399,7 +400,8 @@ async def events_page(request: Request) -> Response:
     async with store.read() as conn:
         if flt.rollout_id is not None and not await _known(conn, flt.rollout_id):
             return problem(404, f"rollout: no rollout {flt.rollout_id!r} in this ledger.")
-        newest, head = await events_query.newest_events(conn, SHOWN, flt)
+        head = await conn.run_sync(ledger.freshness.projected_in)
+        newest = await events_query.newest_events(conn, SHOWN, head, flt)
     return page("Live events", events_body(newest, head, flt, kinds), current="events")
 
 
@@ -421,7 +423,8 @@ async def events_stream(request: Request) -> Response:
         not (after_text.isascii() and after_text.isdigit()) or int(after_text) > MAX_SEQ
     ):
         return Response("after: expected a seq or head", status_code=400, media_type="text/plain")
-    store = get_ledger(request).store
+    ledger = get_ledger(request)
+    store = ledger.store
     given = Counter(name for name, _ in request.query_params.multi_items())
     try:
         flt = parse_tail(request.query_params, given, store.catalogue.kinds)
@@ -429,9 +432,11 @@ async def events_stream(request: Request) -> Response:
         return Response(str(exc), status_code=400, media_type="text/plain")
 
     async def stream() -> AsyncIterator[str]:
+        # The tail reads the log as far as the views have projected it: a capture's status
+        # is its capture_calls row, which follows the log.
         if from_head:
             async with store.read() as conn:
-                after = await events_query.head_seq(conn)
+                after = await conn.run_sync(ledger.freshness.projected_in)
         else:
             after = int(after_text)
         started = last_sent = time.monotonic()
@@ -440,8 +445,8 @@ async def events_stream(request: Request) -> Response:
             if await request.is_disconnected():
                 return
             async with store.read() as conn:
-                # The head first: events up to it that the filter leaves out are passed over.
-                head = await events_query.head_seq(conn)
+                # The bound first: events up to it that the filter leaves out are passed over.
+                head = await conn.run_sync(ledger.freshness.projected_in)
                 found = await events_query.events_after(conn, after, STREAM_BATCH, flt, head)
             for event in found:
                 yield f"id: {event.seq}\ndata: {event_json(event)}\n\n"
