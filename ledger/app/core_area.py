@@ -13,6 +13,7 @@ from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.tables import events, log_identity, rollouts
 from ledger.log.view_checkpoints import view_checkpoints
+from ledger.log.view_failures import view_failures
 from ledger.mirror.tables import mirror_checkpoints
 
 
@@ -30,6 +31,7 @@ CORE = Area(
         mirror_checkpoints,
         projection_versions,
         view_checkpoints,
+        view_failures,
     ),
     projectors=_projectors,
     route_modules=(

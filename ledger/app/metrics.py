@@ -61,6 +61,11 @@ class LedgerMetrics:
             "Events of the log the views have yet to apply",
             registry=self.registry,
         )
+        self.views_failing_seq = Gauge(
+            "ledger_views_failing_seq",
+            "Seq of the event a view cannot apply (0 when none): the views stay before it",
+            registry=self.registry,
+        )
         self.checkpoint_seq = Gauge(
             "ledger_checkpoint_seq",
             "Seq of the last signed checkpoint this process published",
@@ -176,9 +181,10 @@ class LedgerMetrics:
             self.rollouts_by_verdict.labels(verdict=verdict).set(count)
         self.health_findings_behind.set(behind)
 
-    def set_views_progress(self, projected: int, behind: int) -> None:
+    def set_views_progress(self, projected: int, behind: int, failing_seq: int) -> None:
         self.views_projected_seq.set(projected)
         self.views_behind_events.set(behind)
+        self.views_failing_seq.set(failing_seq)
 
     def set_mirror_lag(self, events: int, seconds: float) -> None:
         self.mirror_lag_events.set(events)

@@ -110,6 +110,11 @@ class ViewsBehind(StorageUnavailable):
     retry_after_s = 1
 
 
+class ViewsStopped(LedgerError):
+    """A view cannot apply the next event of the log (log/view_failures.py): its follower
+    retries, and the views stay at the event before it."""
+
+
 class LogDamaged(LedgerError):
     """The log lacks what a check needs (an event a projection points at): ``verify`` and
     ``mirror verify`` report it as a FAIL line."""

@@ -68,7 +68,7 @@ class Freshness:
 
     async def wait_for_seq(self, seq: int) -> int:
         """Wait until the views reach ``seq``; the seq they reached. ``ViewsBehind`` past the
-        bound."""
+        bound, or at once when a view cannot apply an event at or before ``seq``."""
         deadline = time.monotonic() + self.bound_s
         poll = POLL_S
         progress = await self.progress()
@@ -76,14 +76,26 @@ class Freshness:
         if seq > head:
             # Acknowledged means committed: a seq no snapshot holds is no append's yet.
             raise Conflict(f"min_seq {seq} is beyond the log's head ({head}): no event has it")
+        failing = progress.failing
         while True:
             if reached >= seq:
                 return reached
+            if failing is not None and failing.seq <= seq:
+                # No wait brings the views past an event they cannot apply.
+                raise ViewsBehind(
+                    f"the views have reached seq {reached}, not yet {seq}: "
+                    f"{failing.describe()}; retry later"
+                )
             left = deadline - time.monotonic()
             if left <= 0 or not self._waits:
+                # A failure recorded while this read waited names itself.
+                failing = (await self.progress()).failing
+                why = "the projector is behind or not running"
+                if failing is not None and failing.seq <= seq:
+                    why = failing.describe()
                 raise ViewsBehind(
                     f"the views have reached seq {reached}, not yet {seq}, after "
-                    f"{self.bound_s:g} s: the projector is behind or not running; retry later"
+                    f"{self.bound_s:g} s: {why}; retry later"
                 )
             if self._moved is not None:
                 await self._moved.wait(min(left, MAX_POLL_S))

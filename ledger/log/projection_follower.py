@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from ledger.log.commit_signal import CommitSignal
-from ledger.log.errors import LedgerError
+from ledger.log.errors import LedgerError, ViewsStopped
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.replay import EventDecoder, Replay
@@ -40,6 +40,13 @@ from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
 from ledger.log.view_checkpoints import projected_seq, write_projected_seq
+from ledger.log.view_failures import (
+    ViewFailure,
+    clear_failures,
+    describe_error,
+    read_failure,
+    record_failure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,8 @@ RETRY_AFTER_FAILURE_S = 1.0
 class Progress:
     projected: int
     head: int
+    # The event the views cannot apply, when one stopped them.
+    failing: ViewFailure | None = None
 
     @property
     def behind(self) -> int:
@@ -63,7 +72,13 @@ class Progress:
 
 def read_progress(conn: Connection, names: Sequence[str]) -> Progress:
     head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
-    return Progress(projected=projected_seq(conn, names), head=head)
+    return Progress(
+        projected=projected_seq(conn, names), head=head, failing=read_failure(conn, names)
+    )
+
+
+class _PageRefused(Exception):
+    """A view raised while applying a page (its cause); the page's transaction rolls back."""
 
 
 class ProjectionFollower:
@@ -87,32 +102,59 @@ class ProjectionFollower:
         self._stopping = asyncio.Event()
         # Notified after each step that moved the views (readers waiting for them).
         self.moved = CommitSignal()
+        # After a page failed: up to its last seq, a step applies one event (``_refused``).
+        self._one_at_a_time_through = 0
+        # The failing seq last logged with its traceback (the retries log one line each).
+        self._reported_seq = 0
 
     async def progress(self) -> Progress:
         return await self._store.read_sync(lambda conn: read_progress(conn, self.names))
 
     async def step(self) -> int:
-        """Apply one page: the number of events applied (0 when the views are at the head)."""
+        """Apply one page: the number of events applied (0 when the views are at the head).
+        ``ViewsStopped`` when a view cannot apply the next event (recorded in
+        ``view_failures``)."""
         while True:
             after, rows = await self._store.read_sync(self._read_page)
             if not rows:
                 return 0
-            decoded = await asyncio.to_thread(self._decode_page, rows)
-            applied: int | None = await self._store.execute(
-                functools.partial(self._apply_page, after, decoded)
-            )
+            try:
+                decoded = await asyncio.to_thread(self._decode_page, rows)
+                applied: int | None = await self._store.execute(
+                    functools.partial(self._apply_page, after, decoded)
+                )
+            except _PageRefused as exc:
+                await self._refused(rows, exc.__cause__ or exc)
+                continue
+            except Exception as exc:
+                # Decoding failed: the cause is in the events, as when a view refuses one.
+                await self._refused(rows, exc)
+                continue
             if applied is not None:
                 self.moved.notify()
                 return applied
             # Another follower applied the page meanwhile: read the next one.
 
+    async def _refused(self, rows: Sequence[Row[Any]], cause: BaseException) -> None:
+        """A page the views could not apply. Its events are then applied one a step, so those
+        before the one that fails are not held back and the failure names its event; that
+        event's failure is recorded (``view_failures``) and raised as ``ViewsStopped``."""
+        if len(rows) > 1:
+            self._one_at_a_time_through = rows[-1].seq
+            return
+        seq = int(rows[0].seq)
+        error = describe_error(cause)
+        await self._store.execute(lambda tx: record_failure(tx.conn, self.names, seq, error))
+        if seq != self._reported_seq:
+            self._reported_seq = seq
+            log.error("the views cannot apply the event at seq %d", seq, exc_info=cause)
+        raise ViewsStopped(f"the views cannot apply the event at seq {seq}: {error}") from cause
+
     def _read_page(self, conn: Connection) -> tuple[int, Sequence[Row[Any]]]:
         after = projected_seq(conn, self.names)
+        limit = 1 if after < self._one_at_a_time_through else self._page_events
         rows = conn.execute(
-            select(events)
-            .where(events.c.seq > after)
-            .order_by(events.c.seq)
-            .limit(self._page_events)
+            select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
         ).all()
         return after, rows
 
@@ -130,11 +172,16 @@ class ProjectionFollower:
         replay = Replay(conn, tx.catalogue, self._views)
         try:
             replay.apply_decoded(decoded)
+        except Exception as exc:
+            for view in self._views:
+                view.discard()
+            raise _PageRefused from exc
         except BaseException:
             for view in self._views:
                 view.discard()
             raise
         write_projected_seq(conn, self.names, replay.last_seq)
+        clear_failures(conn, self.names)
         return replay.events
 
     async def catch_up(self) -> int:

@@ -20,6 +20,7 @@ from ledger.log import migrate
 from ledger.log.errors import LedgerError
 from ledger.log.projection_versions import stale_projections_async
 from ledger.log.rebuild import stale_error
+from ledger.log.view_failures import ViewFailure
 from ledger.mirror.checkpoint import read_lag
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,28 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
     body: dict[str, object] = {
         "status": "ready",
         "revision": migrate.head_revision(),
-        # The views follow the log: how far they are (the projector catches up after a burst).
-        "views": {"projected_seq": views.projected, "head_seq": views.head, "behind": views.behind},
+        # The views follow the log: how far they are (the projector catches up after a burst),
+        # and the event that stopped them, if one did. Still ready: appends go on, and every
+        # server of the database shares the views (docs/decisions.md, follow-the-log 18).
+        "views": {
+            "projected_seq": views.projected,
+            "head_seq": views.head,
+            "behind": views.behind,
+            "failing": None if views.failing is None else _failing_json(views.failing),
+        },
     }
     if ledger.store.read_only:
         body["mode"] = "read-only"
     return JSONResponse(body)
+
+
+def _failing_json(failing: ViewFailure) -> dict[str, object]:
+    return {
+        "seq": failing.seq,
+        "error": failing.error,
+        "failures": failing.failures,
+        "since": failing.first_failed_at.isoformat(),
+    }
 
 
 @router.get("/metrics")
@@ -99,7 +116,8 @@ async def _read_views_progress(ledger: Ledger) -> None:
     except Exception:
         log.warning("metrics: the views' progress could not be read", exc_info=True)
         return
-    ledger.metrics.set_views_progress(views.projected, views.behind)
+    failing_seq = 0 if views.failing is None else views.failing.seq
+    ledger.metrics.set_views_progress(views.projected, views.behind, failing_seq)
 
 
 async def _read_otlp_lag(ledger: Ledger) -> None:
