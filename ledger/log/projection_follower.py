@@ -92,6 +92,12 @@ class ProjectionFollower:
     ) -> None:
         if not views:
             raise ValueError("a projection follower needs at least one view")
+        write_side = [view.name for view in views if not view.follows_log]
+        if write_side:
+            raise ValueError(
+                f"the write side's projections run in the append, not behind it: "
+                f"{', '.join(write_side)}"
+            )
         self._store = store
         self._views = list(views)
         self.names = tuple(view.name for view in views)

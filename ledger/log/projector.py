@@ -32,6 +32,9 @@ class Projector(Protocol):
     name: str
     version: int
     tables: tuple[Table, ...]
+    # True for a view: it runs behind a ``ProjectionFollower``, never in the append (a store
+    # refuses it: a view's rows are written by its ``flush``, which the append never calls).
+    follows_log: bool
 
     def handles(self, kind: str) -> bool: ...
 

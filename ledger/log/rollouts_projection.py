@@ -82,6 +82,7 @@ class RolloutsProjector:
 
     name = "rollouts"
     version = 1
+    follows_log = False
     tables: tuple[Table, ...] = (rollouts,)
 
     def handles(self, kind: str) -> bool:

@@ -57,6 +57,12 @@ class LedgerStore:
         # A store opened to serve reads only (``ledger serve --read-only``): no writer runs.
         self.read_only = read_only
         self.catalogue = catalogue
+        views = [p.name for p in projectors if p.follows_log]
+        if views:
+            raise ValueError(
+                f"views follow the log, not the append: {', '.join(views)} "
+                "(give them to a ProjectionFollower)"
+            )
         self.projectors = list(projectors)
         self.is_sqlite = is_sqlite_url(url)
         runner: BatchRunner

@@ -37,11 +37,14 @@ async def _set_payload(url: str, seq: int, payload: str) -> None:
         await engine.dispose()
 
 
+_SELECT_PAYLOAD = text("SELECT payload FROM events WHERE seq = :s")
+
+
 async def _payload(url: str, seq: int) -> str:
     engine = create_async_db_engine(url, null_pool=True)
     try:
         async with engine.connect() as conn:
-            found = await conn.execute(text("SELECT payload FROM events WHERE seq = :s"), {"s": seq})
+            found = await conn.execute(_SELECT_PAYLOAD, {"s": seq})
             return str(found.scalar_one())
     finally:
         await engine.dispose()
@@ -72,7 +75,7 @@ async def _status_rows(url: str) -> dict[str, dict[str, Any]]:
 
 
 async def test_a_view_that_cannot_apply_an_event_says_which_and_goes_on_once_it_can(
-    settings: Settings,
+    settings: Settings, database_url: str
 ) -> None:
     async with running_app(settings) as (app, http):
         ledger = ledger_of(app)
@@ -87,9 +90,9 @@ async def test_a_view_that_cannot_apply_an_event_says_which_and_goes_on_once_it_
             assert posted.status_code == 201, posted.text
             seqs[rollout_id] = posted.json()["seq"]
         bad = seqs["damaged"]
-        original = await _payload(settings.database_url, bad)
+        original = await _payload(database_url, bad)
         # Cut short: not JSON, so no view can read the capture.
-        await _set_payload(settings.database_url, bad, original[: len(original) // 2])
+        await _set_payload(database_url, bad, original[: len(original) // 2])
         await ledger.projector.start()
 
         views = await _readyz_until(http, lambda v: v["failing"] is not None)
@@ -103,7 +106,7 @@ async def test_a_view_that_cannot_apply_an_event_says_which_and_goes_on_once_it_
 
         metrics = (await http.get("/metrics")).text
         assert f"ledger_views_failing_seq {float(bad)}" in metrics
-        rows = await _status_rows(settings.database_url)
+        rows = await _status_rows(database_url)
         assert rows and {row["failing_seq"] for row in rows.values()} == {bad}
         assert all(row["failure"] == failing["error"] for row in rows.values())
 
@@ -121,10 +124,11 @@ async def test_a_view_that_cannot_apply_an_event_says_which_and_goes_on_once_it_
             assert waited < settings.views_wait_s
 
         # The event readable again (a restored backup, a fixed view): the views go on.
-        await _set_payload(settings.database_url, bad, original)
+        await _set_payload(database_url, bad, original)
         views = await _readyz_until(http, lambda v: v["failing"] is None and not v["behind"])
         assert views["projected_seq"] == seqs["after"]
-        assert {row["failing_seq"] for row in (await _status_rows(settings.database_url)).values()} == {None}
+        rows = await _status_rows(database_url)
+        assert {row["failing_seq"] for row in rows.values()} == {None}
         assert "ledger_views_failing_seq 0.0" in (await http.get("/metrics")).text
         for rollout_id in ("damaged", "after"):
             answer = await http.get(f"/v1/rollouts/{rollout_id}/record")

@@ -91,6 +91,7 @@ class CaptureCallsView:
 
     name = "capture_calls"
     version = 1
+    follows_log = True
     tables: tuple[Table, ...] = (capture_calls, capture_call_counts)
 
     def __init__(self) -> None:

@@ -79,6 +79,7 @@ class CapturesProjector:
 
     name = "captures"
     version = 2
+    follows_log = False
     tables: tuple[Table, ...] = (capture_positions, capture_state, capture_pending)
 
     def handles(self, kind: str) -> bool:

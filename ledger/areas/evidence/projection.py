@@ -55,6 +55,7 @@ def _upsert(dialect: str, columns: tuple[str, ...]) -> DriverStatement:
 class CallEvidenceProjector:
     name = "evidence"
     version = 1
+    follows_log = False
     tables: tuple[Table, ...] = (ce,)
     _KINDS = frozenset(
         {

@@ -68,6 +68,7 @@ def row_columns(row: dict[str, Any]) -> dict[str, Any]:
 class LineageProjector:
     name = "lineage"
     version = 1
+    follows_log = False
     tables: tuple[Table, ...] = (
         lineage_rows,
         lineage_discarded,

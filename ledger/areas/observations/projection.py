@@ -131,6 +131,7 @@ class ObservationsProjector:
 
     name = "observations"
     version = 1
+    follows_log = True
     tables: tuple[Table, ...] = AREA_TABLES
 
     def __init__(self, *, check_templates: bool = False) -> None:

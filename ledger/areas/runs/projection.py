@@ -23,6 +23,7 @@ _END_GENERATION = DriverStatement(
 class RunLabelProjector:
     name = "runs"
     version = 1
+    follows_log = False
     tables: tuple[Table, ...] = (run_labels,)
     _KINDS = frozenset({ROLLOUT_LABELLED, ROLLOUT_DELETED})
 
