@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -343,13 +344,17 @@ async def upgrade_database(
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 30_000,
     progress: Callable[[int], None] | None = None,
+    build_views: bool = True,
 ) -> RebuildReport | None:
-    """Migrate to ``revision``; at head, also rebuild from the log any projection whose rows
-    are not the running code's (log/rebuild.py). None: not at head, nothing rebuilt."""
+    """Migrate to ``revision``; at head, also deal with any projection whose rows are not the
+    running code's (log/rebuild.py): the write side rebuilt in place, the views emptied. With
+    ``build_views`` the views are then followed to the head here, a page at a time (appends of
+    a running server go on between pages); without (``serve --upgrade``), the server's
+    projector rebuilds them while it serves. None: not at head, nothing rebuilt."""
     await migrate.upgrade(url, revision)
     if await migrate.current_revision(url) != migrate.head_revision():
         return None
-    return await rebuild_stale_projections(
+    report = await rebuild_stale_projections(
         url,
         default_catalogue(),
         default_projectors(),
@@ -357,14 +362,33 @@ async def upgrade_database(
         busy_timeout_ms=busy_timeout_ms,
         progress=progress,
     )
+    if report.views_reset and build_views:
+        started = time.perf_counter()
+        store = LedgerStore(
+            url,
+            default_catalogue(),
+            write_side_projectors(),
+            synchronous=synchronous,
+            busy_timeout_ms=busy_timeout_ms,
+        )
+        await store.open()
+        try:
+            report.views_events = await catch_up_views(store)
+        finally:
+            await store.close()
+        report.views_seconds = time.perf_counter() - started
+    return report
 
 
-async def upgrade_with_settings(settings: Settings, revision: str = "head") -> RebuildReport | None:
+async def upgrade_with_settings(
+    settings: Settings, revision: str = "head", *, build_views: bool = True
+) -> RebuildReport | None:
     return await upgrade_database(
         settings.resolved_database_url,
         revision,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
+        build_views=build_views,
     )
 
 

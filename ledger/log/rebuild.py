@@ -1,14 +1,23 @@
-"""Rebuilding stale projections from the log, in place (``ledger db upgrade``).
+"""Stale projections after an upgrade (``ledger db upgrade``): the write side rebuilt in place,
+the views started again from seq 0 for the projector to rebuild while appends go on.
 
 A projection is stale when the rows in its tables were not written by the running code's
 version of it (log/projection_versions.py): a revision marked it, its code raised its version,
-or it is new to this database. Then every projection is rebuilt, not only the stale ones: a
-projector may read the tables of those before it while it applies an event (the observations
-records read ``rollouts`` and ``capture_state``) and must see them as they were at that event,
-and one after it may have derived its rows from the stale rows. The rebuild is verify's replay
-(log/replay.py) run on the live tables in ONE write transaction: it takes the writer's lock
-(``BEGIN IMMEDIATE`` and the writer flock on SQLite, the append advisory lock on PostgreSQL),
-so no append interleaves, and a failure leaves the old rows and the old marks in place.
+or it is new to this database.
+
+- **The write side** (``follows_log`` false: what commands decide against) must be complete
+  before the next append is decided. When one of its projections is stale, all of them are
+  rebuilt: verify's replay (log/replay.py) of the whole log through them, on the live tables,
+  in ONE write transaction that holds the writer's lock (``BEGIN IMMEDIATE`` and the writer
+  flock on SQLite, the append advisory lock on PostgreSQL), so no append interleaves and a
+  failure leaves the old rows and marks in place. Appends wait for it.
+- **The views** (``follows_log``) no command reads. When one is stale, or the write side was
+  rebuilt (a view may read its rows), every view is emptied and its checkpoint set to seq 0 in
+  that same transaction, a delete of their rows; the views' follower (the projector process,
+  or ``catch_up``) then applies the log again a page at a time, each page a short write
+  transaction the appends take turns with. Until it reaches a rollout's last event, a read of
+  that rollout waits and then answers 503 (the freshness rule), and run-level reads say how far
+  the views are.
 """
 
 from __future__ import annotations
@@ -16,9 +25,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from sqlalchemy import Connection, delete, text, update
+from sqlalchemy import Connection, delete, text
 
 from ledger.log.engines import (
     Synchronous,
@@ -33,7 +41,8 @@ from ledger.log.projection_versions import record_versions, recorded_versions, s
 from ledger.log.projector import Projector
 from ledger.log.replay import Replay, pages_of
 from ledger.log.verify import ChecksAtEnd
-from ledger.log.view_checkpoints import view_checkpoints
+from ledger.log.view_checkpoints import write_projected_seq
+from ledger.log.view_failures import clear_failures
 from ledger.log.writer import APPEND_LOCK_KEY, AsyncEngineRunner, BatchRunner, SQLiteRunner
 from ledger.log.writer_lock import WriterLock
 
@@ -43,8 +52,13 @@ Progress = Callable[[int], None]
 @dataclass
 class RebuildReport:
     stale: list[str] = field(default_factory=list)  # empty: every projection was current
-    events: int = 0
+    events: int = 0  # replayed through the write side in the transaction (0: it was current)
     seconds: float = 0.0
+    # The views were emptied and start again from seq 0: their follower rebuilds them.
+    views_reset: bool = False
+    # What a caller that followed the views to the head then applied, and how long it took.
+    views_events: int = 0
+    views_seconds: float = 0.0
 
 
 def _runner(url: str, *, synchronous: Synchronous, busy_timeout_ms: int) -> BatchRunner:
@@ -63,31 +77,58 @@ def rebuild_in_transaction(
     *,
     progress: Progress | None = None,
 ) -> RebuildReport:
-    """Rebuild every projection if any is stale; ``conn`` holds the write transaction."""
+    """Rebuild the write side if one of its projections is stale, and empty the views for
+    their follower if one of them is or the write side was rebuilt; ``conn`` holds the write
+    transaction."""
     started = time.perf_counter()
     report = RebuildReport(stale=stale_projections(recorded_versions(conn), projectors))
     if not report.stale:
         return report
+    write_side = [p for p in projectors if not p.follows_log]
+    views = [p for p in projectors if p.follows_log]
+    if any(p.name in report.stale for p in write_side):
+        report.events = _replay_write_side(conn, catalogue, write_side, progress)
+    if views:
+        reset_views(conn, views)
+        report.views_reset = True
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _replay_write_side(
+    conn: Connection,
+    catalogue: Catalogue,
+    write_side: Sequence[Projector],
+    progress: Progress | None,
+) -> int:
     # Later projections' tables first (an area's tables may be read by the ones after it).
-    for projector in reversed(projectors):
+    for projector in reversed(write_side):
         for table in reversed(projector.tables):
             conn.execute(delete(table))
-    checks_at_end = [p for p in projectors if isinstance(p, ChecksAtEnd)]
+    checks_at_end = [p for p in write_side if isinstance(p, ChecksAtEnd)]
     for projector in checks_at_end:
         projector.defer_checks()
-    replay = Replay(conn, catalogue, projectors)
+    replay = Replay(conn, catalogue, write_side)
     for rows in pages_of(conn):
         replay.apply_page(rows)
         if progress is not None:
             progress(len(rows))
     for projector in checks_at_end:
         projector.check_at_end(conn)
-    record_versions(conn, projectors)
-    # Every view now holds the whole log: its checkpoint says so (view_checkpoints.py).
-    conn.execute(update(view_checkpoints).values(seq=replay.last_seq, updated_at=datetime.now(UTC)))
-    report.events = replay.events
-    report.seconds = time.perf_counter() - started
-    return report
+    record_versions(conn, write_side)
+    return replay.events
+
+
+def reset_views(conn: Connection, views: Sequence[Projector]) -> None:
+    """Empty the views and set their checkpoints to seq 0, recorded as the running code's:
+    their follower builds them again from the first event."""
+    names = [view.name for view in views]
+    for view in reversed(views):
+        for table in reversed(view.tables):
+            conn.execute(delete(table))
+    write_projected_seq(conn, names, 0)
+    clear_failures(conn, names)
+    record_versions(conn, views)
 
 
 async def rebuild_stale_projections(

@@ -1,7 +1,8 @@
 """Projection versions (log/projection_versions.py) and their rebuild from the log
-(log/rebuild.py): what ``ledger db upgrade`` rebuilds, what ``serve`` and ``db check`` refuse,
-and the two ways a database gets the versions table (revision 0005, or 0010 for a database that
-passed through 0005 before it made the table)."""
+(log/rebuild.py): what ``ledger db upgrade`` rebuilds (the write side in place, the views by
+their follower from seq 0 while appends go on), what ``serve`` and ``db check`` refuse, and the
+two ways a database gets the versions table (revision 0005, or 0010 for a database that passed
+through 0005 before it made the table)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, select, text
 
-from ledger.app.areas import default_catalogue, default_projectors, write_side_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    default_projectors,
+    view_projectors,
+    write_side_projectors,
+)
 from ledger.app.bootstrap import ensure_database_ready, upgrade_database
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import ProjectionsStale
+from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
 from ledger.log.rebuild import ensure_projections_current, rebuild_stale_projections
@@ -25,6 +32,7 @@ from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.verify import verify_projections
+from ledger.log.view_checkpoints import view_checkpoints
 from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
 
@@ -82,6 +90,21 @@ async def _write_some(url: str) -> None:
         await store.close()
 
 
+async def _follow_views(url: str) -> int:
+    """What the projector does after an upgrade emptied the views: the events it applied."""
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
+    await store.open()
+    try:
+        return await ProjectionFollower(store, view_projectors()).catch_up()
+    finally:
+        await store.close()
+
+
+def _checkpoints(conn: Connection) -> dict[str, int]:
+    rows = conn.execute(select(view_checkpoints.c.projection, view_checkpoints.c.seq))
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
 async def _verify(url: str) -> list[str]:
     engine = create_async_db_engine(url, read_only=True, null_pool=True)
     try:
@@ -117,6 +140,10 @@ async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -
     assert report.stale == ["rollouts"] and report.events == len(before)
     assert await _run(url, _versions) == {**VERSIONS, "rollouts": 2}
     assert await _run(url, _events) == before  # the log is never touched
+    # The views may read the write side's rows: they start again from seq 0.
+    assert report.views_reset
+    assert await _run(url, _checkpoints) == {"capture_calls": 0, "observations": 0}
+    assert await _follow_views(url) == len(before)
     assert await _verify(url) == []
     # The running code's projections (version 1 of rollouts) now see a stale rollouts row.
     with pytest.raises(ProjectionsStale, match="rollouts"):
@@ -139,6 +166,7 @@ async def test_a_projection_new_to_the_database_is_built(database_url: str) -> N
     report = await upgrade_database(database_url)
     assert report is not None and report.stale == ["lineage"]
     assert await _run(database_url, _versions) == VERSIONS
+    assert report.views_events == await _run(database_url, lambda c: len(_events(c)))
     assert await _verify(database_url) == []
 
 
@@ -178,5 +206,57 @@ def test_db_check_refuses_a_stale_projection_and_db_upgrade_rebuilds_it(
     assert "observations" in checked.output and "ledger db upgrade" in checked.output
     upgraded = invoke(database_url, "db", "upgrade")
     assert upgraded.exit_code == 0, upgraded.output
-    assert "rebuilt the projections" in upgraded.output
+    # A view: only the views are rebuilt, by their follower, before the command exits.
+    assert "stale projections: observations" in upgraded.output
+    assert "rebuilt the views from the log" in upgraded.output
+    assert "write side" not in upgraded.output
     assert invoke(database_url, "db", "check").exit_code == 0
+    assert invoke(database_url, "verify").exit_code == 0
+
+
+async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) -> None:
+    """``serve --upgrade``'s way: the upgrade only empties the views (no replay under the
+    writer's lock); the projector rebuilds them a page at a time while captures are appended,
+    none of which fails or waits for the rebuild to end."""
+    url = database_url
+    await _write_some(url)
+    await _run(
+        url,
+        lambda c: c.execute(
+            projection_versions.update()
+            .where(projection_versions.c.projection == "observations")
+            .values(version=0)
+        ),
+    )
+    report = await upgrade_database(url, build_views=False)
+    assert report is not None and report.stale == ["observations"]
+    assert report.events == 0 and report.views_reset  # the write side was left as it was
+    assert await _run(url, _checkpoints) == {"capture_calls": 0, "observations": 0}
+    await ensure_database_ready(url)  # servable at once
+
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
+    await store.open()
+    try:
+        captures = CaptureService(store)
+        # Pages of one event: the rebuild takes many turns of the write lock.
+        follower = ProjectionFollower(store, view_projectors(), page_events=1)
+        head_at_upgrade = len(await _run(url, _events))
+        # For each append: how far the rebuild was when it was acknowledged.
+        rebuilt_at_ack = []
+
+        async def append() -> None:
+            for n in range(20):
+                await captures.append(f"w{n % 4}", chat_exchange(model_call_id=f"w{n}"))
+                rebuilt_at_ack.append(
+                    await store.read_sync(lambda c: _checkpoints(c)["observations"])
+                )
+                await asyncio.sleep(0)
+
+        await asyncio.gather(follower.catch_up(), append())
+        assert len(rebuilt_at_ack) == 20
+        # Appends were acknowledged while the views were still being rebuilt.
+        assert min(rebuilt_at_ack) < head_at_upgrade, rebuilt_at_ack
+        await follower.catch_up()
+    finally:
+        await store.close()
+    assert await _verify(url) == []

@@ -159,7 +159,8 @@ def serve(
         err.print(f"[red]error:[/red] {exc.message}")
         raise SystemExit(2) from exc
     if upgrade:
-        _report_rebuild(run_async(lambda: upgrade_with_settings(settings)))
+        # The views are rebuilt by the projector while the server serves: appends never wait.
+        _report_rebuild(run_async(lambda: upgrade_with_settings(settings, build_views=False)))
     run_async(lambda: ensure_database_ready(settings.resolved_database_url))
     _refuse_a_damaged_store(settings, serving=True)
     try:
@@ -229,10 +230,23 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
 
 
 def _report_rebuild(report: RebuildReport | None) -> None:
-    if report is not None and report.stale:
+    if report is None or not report.stale:
+        return
+    err.print(f"stale projections: {', '.join(report.stale)}")
+    if report.events:
         err.print(
-            f"rebuilt the projections from the log ({report.events:,} events in "
-            f"{report.seconds:.2f} s; stale: {', '.join(report.stale)})"
+            f"rebuilt the write side's projections from the log ({report.events:,} events in "
+            f"{report.seconds:.2f} s; appends waited for it)"
+        )
+    if report.views_events or report.views_seconds:
+        err.print(
+            f"rebuilt the views from the log ({report.views_events:,} events in "
+            f"{report.views_seconds:.2f} s, a page at a time; appends went on between pages)"
+        )
+    elif report.views_reset:
+        err.print(
+            "the views start again from seq 0: the projector rebuilds them while the server "
+            "serves (a rollout's read waits for them, then answers 503; /readyz says how far)"
         )
 
 
