@@ -1,0 +1,179 @@
+"""Upgrading a database whose view is stale while 16 clients append (issue 27, "Upgrade").
+
+The database: ``bench captures``' cached read database of ``--calls`` captures, copied, its
+views followed to the head in process (timed: the projector's catch-up from empty views, one
+process), then the observations view marked stale, as a release that changed its code finds
+it. Then ``ledger serve --upgrade`` starts (SQLite, its projector process) and 16 clients
+append single captures from the moment it answers ``/healthz`` until the views have caught up,
+then for ``--idle-s`` more seconds. Printed: how long until the server answered, until the new
+version of the views had caught up (it then serves every read), the appends acknowledged and
+failed, and the ack latencies while the views were rebuilt beside those of the same clients on
+the same server once they had caught up (the same run's idle figure).
+
+The code before issue 27 step 5 rebuilt every projection under the writer's lock before it
+served: run this file from a checkout of it to compare (docs/benchmarks.md does, alternated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import text
+
+from benchmarks.bench_captures import exchange, read_database
+from benchmarks.serving import wait_until_serving
+from ledger.app.areas import default_catalogue, view_projectors, write_side_projectors
+from ledger.log.engines import create_async_db_engine
+from ledger.log.projection_follower import ProjectionFollower
+from ledger.log.store import LedgerStore
+from tests.support.server import free_port
+
+DESCRIPTION = "serve --upgrade with a stale view while 16 clients append: acks and catch-up"
+
+CLIENTS = 16
+
+
+async def _follow_views(url: str) -> tuple[int, float]:
+    store = LedgerStore(url, default_catalogue(), write_side_projectors(), synchronous="NORMAL")
+    await store.open()
+    try:
+        started = time.perf_counter()
+        applied = await ProjectionFollower(store, view_projectors()).catch_up()
+        return applied, time.perf_counter() - started
+    finally:
+        await store.close()
+
+
+async def _mark_observations_stale(url: str) -> None:
+    engine = create_async_db_engine(url, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE projection_versions SET version = 0 WHERE projection = :p"),
+                {"p": "observations"},
+            )
+    finally:
+        await engine.dispose()
+
+
+class Acks:
+    def __init__(self) -> None:
+        self.rebuilding: list[float] = []
+        self.idle: list[float] = []
+        self.failed = 0
+        self.caught_up = False
+
+
+async def _client(http: httpx.AsyncClient, n: int, acks: Acks, stop: asyncio.Event) -> None:
+    k = 0
+    while not stop.is_set():
+        body = exchange(uuid.uuid4().hex, padding=400)
+        started = time.perf_counter()
+        try:
+            answer = await http.post(f"/v1/rollouts/up-{n}-{k // 50}/model-calls", json=body)
+            ok = answer.status_code == 201
+        except httpx.HTTPError:
+            ok = False
+        took = time.perf_counter() - started
+        if not ok:
+            acks.failed += 1
+        (acks.idle if acks.caught_up else acks.rebuilding).append(took)
+        k += 1
+
+
+async def _drive(base_url: str, serving_at: float, idle_s: float) -> tuple[Acks, float]:
+    acks = Acks()
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=CLIENTS)
+    async with httpx.AsyncClient(base_url=base_url, timeout=120, limits=limits) as http:
+        clients = [asyncio.create_task(_client(http, n, acks, stop)) for n in range(CLIENTS)]
+        while True:
+            views = (await http.get("/readyz")).json()["views"]
+            if views["projected_seq"] >= views["head_seq"] - CLIENTS:
+                break
+            await asyncio.sleep(0.1)  # poll
+        acks.caught_up = True
+        caught_up_after = time.perf_counter() - serving_at
+        await asyncio.sleep(idle_s)
+        stop.set()
+        await asyncio.gather(*clients)
+    return acks, caught_up_after
+
+
+def _ms(values: list[float], q: float) -> str:
+    if len(values) < 2:
+        return "n/a"
+    return f"{statistics.quantiles(values, n=100)[int(q) - 1] * 1000:.1f}"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench upgrade")
+    parser.add_argument("--quick", action="store_true", help="20,000 captures, 3 s idle")
+    parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--idle-s", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    calls = 20_000 if args.quick else args.calls
+    idle_s = 3.0 if args.quick else args.idle_s
+    source = read_database(calls)
+    with tempfile.TemporaryDirectory(prefix="bench-upgrade-") as scratch:
+        root = Path(scratch)
+        database = root / "ledger.db"
+        shutil.copyfile(source, database)
+        url = f"sqlite+aiosqlite:///{database}"
+        applied, seconds = asyncio.run(_follow_views(url))
+        print(
+            f"projector catch-up from empty views, in process: {applied:,} events in "
+            f"{seconds:.1f} s ({applied / seconds:,.0f} events/s)"
+        )
+        asyncio.run(_mark_observations_stale(url))
+        port = free_port()
+        env = {
+            **os.environ,
+            "LEDGER_DATABASE_URL": url,
+            "LEDGER_DATA_DIR": str(root / "data"),
+        }
+        log = (root / "serve.log").open("wb")
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ledger", "serve", "--upgrade", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until_serving(process, port, timeout=3600)
+            serving_after = time.perf_counter() - started
+            acks, caught_up_after = asyncio.run(
+                _drive(f"http://127.0.0.1:{port}", time.perf_counter(), idle_s)
+            )
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+            log.close()
+        told = [
+            line
+            for line in (root / "serve.log").read_text().splitlines()
+            if "rebuilt" in line or "stale" in line or "start again" in line
+        ]
+    print("\n".join(f"  serve: {line}" for line in told))
+    print(f"serving after {serving_after:.1f} s; the views caught up {caught_up_after:.1f} s later")
+    total = len(acks.rebuilding) + len(acks.idle)
+    print(f"appends: {total:,} acknowledged or failed, {acks.failed} failed")
+    print(f"{'acks':>28} {'count':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for name, values in (
+        ("while the views rebuilt", acks.rebuilding),
+        ("idle, same run", acks.idle),
+    ):
+        worst = f"{max(values) * 1000:.1f}" if values else "n/a"
+        print(f"{name:>28} {len(values):>7} {_ms(values, 50):>8} {_ms(values, 99):>8} {worst:>8}")
