@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select
+from sqlalchemy.exc import OperationalError
 
 from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import LedgerError, ViewsStopped
@@ -126,15 +127,15 @@ class ProjectionFollower:
                 return 0
             try:
                 decoded = await asyncio.to_thread(self._decode_page, rows)
+            except Exception as exc:  # the cause is in the events, as when a view refuses one
+                await self._refused(rows, exc)
+                continue
+            try:
                 applied: int | None = await self._store.execute(
                     functools.partial(self._apply_page, after, decoded)
                 )
             except _PageRefused as exc:
                 await self._refused(rows, exc.__cause__ or exc)
-                continue
-            except Exception as exc:
-                # Decoding failed: the cause is in the events, as when a view refuses one.
-                await self._refused(rows, exc)
                 continue
             if applied is not None:
                 self.moved.notify()
@@ -178,13 +179,13 @@ class ProjectionFollower:
         replay = Replay(conn, tx.catalogue, self._views)
         try:
             replay.apply_decoded(decoded)
-        except Exception as exc:
+        except BaseException as exc:
             for view in self._views:
                 view.discard()
-            raise _PageRefused from exc
-        except BaseException:
-            for view in self._views:
-                view.discard()
+            # The database's own failure (I/O, a damaged file, a lost connection) is not the
+            # events': it is raised as it is, for the writer to judge.
+            if isinstance(exc, Exception) and not isinstance(exc, OperationalError):
+                raise _PageRefused from exc
             raise
         write_projected_seq(conn, self.names, replay.last_seq)
         clear_failures(conn, self.names)
