@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 
 from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import Conflict, ViewsBehind
-from ledger.log.projection_follower import Progress, read_progress
+from ledger.log.projection_follower import Progress, read_status
 from ledger.log.store import LedgerStore
 from ledger.log.tables import rollouts
 from ledger.log.view_checkpoints import projected_seq
@@ -59,8 +59,8 @@ class Freshness:
         return projected_seq(conn, self._views)
 
     async def progress(self) -> Progress:
-        """The views' seq and the head, in one snapshot."""
-        return await self._store.read_sync(lambda conn: read_progress(conn, self._views))
+        """The views' seq, the head, and a failure or rebuild of the views, in one snapshot."""
+        return await self._store.read_sync(lambda conn: read_status(conn, self._views))
 
     async def projected(self) -> int:
         """The seq every view has reached."""
@@ -89,10 +89,16 @@ class Freshness:
             left = deadline - time.monotonic()
             if left <= 0 or not self._waits:
                 # A failure recorded while this read waited names itself.
-                failing = (await self.progress()).failing
+                status = await self.progress()
+                failing = status.failing
                 why = "the projector is behind or not running"
                 if failing is not None and failing.seq <= seq:
                     why = failing.describe()
+                elif status.rebuild_until is not None:
+                    why = (
+                        f"an upgrade is rebuilding the views from the log "
+                        f"(seq {status.projected} of {status.rebuild_until})"
+                    )
                 raise ViewsBehind(
                     f"the views have reached seq {reached}, not yet {seq}, after "
                     f"{self.bound_s:g} s: {why}; retry later"

@@ -40,7 +40,7 @@ from ledger.log.replay import EventDecoder, Replay
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
-from ledger.log.view_checkpoints import projected_seq, write_projected_seq
+from ledger.log.view_checkpoints import projected_seq, rebuild_until, write_projected_seq
 from ledger.log.view_failures import (
     ViewFailure,
     clear_failures,
@@ -63,8 +63,11 @@ RETRY_AFTER_FAILURE_S = 1.0
 class Progress:
     projected: int
     head: int
-    # The event the views cannot apply, when one stopped them.
+    # What readers are told besides (``read_status``; ``read_progress`` leaves them out): the
+    # event the views cannot apply, when one stopped them, and the head an upgrade's rebuild
+    # must reach, while one runs.
     failing: ViewFailure | None = None
+    rebuild_until: int | None = None
 
     @property
     def behind(self) -> int:
@@ -73,8 +76,17 @@ class Progress:
 
 def read_progress(conn: Connection, names: Sequence[str]) -> Progress:
     head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
+    return Progress(projected=projected_seq(conn, names), head=head)
+
+
+def read_status(conn: Connection, names: Sequence[str]) -> Progress:
+    """``read_progress`` with the views' failure and rebuild, in one snapshot."""
+    progress = read_progress(conn, names)
     return Progress(
-        projected=projected_seq(conn, names), head=head, failing=read_failure(conn, names)
+        projected=progress.projected,
+        head=progress.head,
+        failing=read_failure(conn, names),
+        rebuild_until=rebuild_until(conn, names),
     )
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, delete, text
+from sqlalchemy import Connection, delete, func, select, text
 
 from ledger.log.engines import (
     Synchronous,
@@ -40,8 +40,9 @@ from ledger.log.events import Catalogue
 from ledger.log.projection_versions import record_versions, recorded_versions, stale_projections
 from ledger.log.projector import Projector
 from ledger.log.replay import Replay, pages_of
+from ledger.log.tables import events
 from ledger.log.verify import ChecksAtEnd
-from ledger.log.view_checkpoints import write_projected_seq
+from ledger.log.view_checkpoints import start_rebuild
 from ledger.log.view_failures import clear_failures
 from ledger.log.writer import APPEND_LOCK_KEY, AsyncEngineRunner, BatchRunner, SQLiteRunner
 from ledger.log.writer_lock import WriterLock
@@ -126,7 +127,8 @@ def reset_views(conn: Connection, views: Sequence[Projector]) -> None:
     for view in reversed(views):
         for table in reversed(view.tables):
             conn.execute(delete(table))
-    write_projected_seq(conn, names, 0)
+    head = conn.execute(select(func.max(events.c.seq))).scalar()
+    start_rebuild(conn, names, int(head or 0))
     clear_failures(conn, names)
     record_versions(conn, views)
 

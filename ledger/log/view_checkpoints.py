@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     bindparam,
+    case,
     func,
     select,
     update,
@@ -33,6 +34,9 @@ view_checkpoints = Table(
     Column("projection", String(100), primary_key=True),
     Column("seq", BigInteger, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Set when an upgrade emptied the view to rebuild it from seq 0: the head of the log then,
+    # which the rebuild must reach; NULL again once the view has (log/rebuild.py).
+    Column("rebuild_until", BigInteger, nullable=True),
 )
 
 _SELECT = select(func.min(view_checkpoints.c.seq), func.count()).where(
@@ -50,13 +54,36 @@ def projected_seq(conn: Connection, names: Sequence[str]) -> int:
     return int(row[0])
 
 
+def start_rebuild(conn: Connection, names: Sequence[str], head: int) -> None:
+    """The views of ``names``, emptied, start again from seq 0 and must reach ``head``."""
+    write_projected_seq(conn, names, 0)
+    if head:
+        conn.execute(
+            update(view_checkpoints)
+            .where(view_checkpoints.c.projection.in_(list(names)))
+            .values(rebuild_until=head)
+        )
+
+
+def rebuild_until(conn: Connection, names: Sequence[str]) -> int | None:
+    """The head the views of ``names`` were being rebuilt to, while one of them is."""
+    value = conn.execute(
+        select(func.max(view_checkpoints.c.rebuild_until)).where(
+            view_checkpoints.c.projection.in_(list(names))
+        )
+    ).scalar()
+    return None if value is None else int(value)
+
+
 def write_projected_seq(conn: Connection, names: Sequence[str], seq: int) -> None:
     now = datetime.now(UTC)
+    until = view_checkpoints.c.rebuild_until
     for name in names:
         changed = conn.execute(
             update(view_checkpoints)
             .where(view_checkpoints.c.projection == name)
-            .values(seq=seq, updated_at=now)
+            # A rebuild ends when its view reaches the head it was started at.
+            .values(seq=seq, updated_at=now, rebuild_until=case((until > seq, until), else_=None))
         ).rowcount
         if not changed:
             conn.execute(view_checkpoints.insert().values(projection=name, seq=seq, updated_at=now))

@@ -26,7 +26,13 @@ async def test_readyz_at_head(client: httpx.AsyncClient) -> None:
     assert response.json() == {
         "status": "ready",
         "revision": migrate.head_revision(),
-        "views": {"projected_seq": 0, "head_seq": 0, "behind": 0, "failing": None},
+        "views": {
+            "projected_seq": 0,
+            "head_seq": 0,
+            "behind": 0,
+            "failing": None,
+            "rebuilding_until": None,
+        },
     }
 
 

@@ -23,7 +23,8 @@ from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
-from ledger.log.errors import ProjectionsStale
+from ledger.log.errors import ProjectionsStale, ViewsBehind
+from ledger.log.freshness import Freshness
 from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
@@ -103,6 +104,11 @@ async def _follow_views(url: str) -> int:
 def _checkpoints(conn: Connection) -> dict[str, int]:
     rows = conn.execute(select(view_checkpoints.c.projection, view_checkpoints.c.seq))
     return {str(row[0]): int(row[1]) for row in rows}
+
+
+def _rebuilds(conn: Connection) -> dict[str, int | None]:
+    rows = conn.execute(select(view_checkpoints.c.projection, view_checkpoints.c.rebuild_until))
+    return {str(row[0]): row[1] for row in rows}
 
 
 async def _verify(url: str) -> list[str]:
@@ -232,11 +238,21 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
     assert report is not None and report.stale == ["observations"]
     assert report.events == 0 and report.views_reset  # the write side was left as it was
     assert await _run(url, _checkpoints) == {"capture_calls": 0, "observations": 0}
+    head = len(await _run(url, _events))
+    assert await _run(url, _rebuilds) == {"capture_calls": head, "observations": head}
     await ensure_database_ready(url)  # servable at once
 
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
+        # A rollout's read past the wait's bound says why it waited.
+        names = [view.name for view in view_projectors()]
+        freshness = Freshness(store, names, bound_s=0.05)
+        with pytest.raises(
+            ViewsBehind, match=rf"rebuilding the views from the log \(seq 0 of {head}\)"
+        ):
+            await freshness.wait_for_seq(head)
+        assert (await freshness.progress()).rebuild_until == head
         captures = CaptureService(store)
         # Pages of one event: the rebuild takes many turns of the write lock.
         follower = ProjectionFollower(store, view_projectors(), page_events=1)
@@ -257,6 +273,8 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
         # Appends were acknowledged while the views were still being rebuilt.
         assert min(rebuilt_at_ack) < head_at_upgrade, rebuilt_at_ack
         await follower.catch_up()
+        assert (await freshness.progress()).rebuild_until is None
     finally:
         await store.close()
+    assert await _run(url, _rebuilds) == {"capture_calls": None, "observations": None}
     assert await _verify(url) == []

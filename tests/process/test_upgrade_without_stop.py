@@ -95,6 +95,8 @@ async def test_serve_upgrade_rebuilds_a_stale_view_while_appends_go_on(
             while (views := (await http.get("/readyz")).json()["views"])["behind"]:
                 assert time.monotonic() < deadline, views
                 await asyncio.sleep(0.05)  # poll
+            # The rebuild has reached the head it started at: /readyz no longer tells of one.
+            assert views["rebuilding_until"] is None, views
             for r in range(ROLLOUTS):
                 record = await http.get(f"/v1/rollouts/u{r}/record")
                 assert record.status_code == 200, record.text

@@ -68,6 +68,8 @@ async def readyz(ledger: LedgerDep) -> JSONResponse:
             "head_seq": views.head,
             "behind": views.behind,
             "failing": None if views.failing is None else _failing_json(views.failing),
+            # An upgrade emptied the views: they are rebuilt from seq 0 up to this seq.
+            "rebuilding_until": views.rebuild_until,
         },
     }
     if ledger.store.read_only:

@@ -1,9 +1,11 @@
-"""Why the views stopped: ``view_failures`` (the event a view cannot apply, and its error) and
-the ``projection_status`` SQL view with it (docs/sql.md).
+"""What the views are doing: ``view_failures`` (the event a view cannot apply, and its error),
+``view_checkpoints.rebuild_until`` (a view rebuilt from seq 0 after an upgrade: the head it
+must reach) and the ``projection_status`` SQL view with both (docs/sql.md).
 
-A new table, empty at the upgrade: no view has failed on an event of this revision's code yet.
+The table starts empty and the column NULL: no view has failed on an event, or is being
+rebuilt, by this revision's code yet.
 
-Revision ID: 0019_view_failures
+Revision ID: 0019_view_status
 Revises: 0018_capture_positions
 Create Date: 2026-12-05
 """
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0019_view_failures"
+revision: str = "0019_view_status"
 down_revision: str | None = "0018_capture_positions"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
@@ -36,6 +38,7 @@ LEFT JOIN view_checkpoints c ON c.projection = p.projection"""
 PROJECTION_STATUS_VIEW = (
     _STATUS_HEAD
     + """,
+    c.rebuild_until,
     f.seq AS failing_seq,
     f.error AS failure,
     f.failures,
@@ -60,11 +63,16 @@ def upgrade() -> None:
         sa.Column("failed_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("projection", name=op.f("pk_view_failures")),
     )
+    op.add_column("view_checkpoints", sa.Column("rebuild_until", sa.BigInteger(), nullable=True))
     op.execute("DROP VIEW projection_status")
     op.execute(PROJECTION_STATUS_VIEW)
 
 
 def downgrade() -> None:
+    # The view goes first: SQLite drops a column by copying the table, which a view over it
+    # would refuse.
     op.execute("DROP VIEW projection_status")
-    op.execute(PROJECTION_STATUS_VIEW_0017)
     op.drop_table("view_failures")
+    with op.batch_alter_table("view_checkpoints") as batch:
+        batch.drop_column("rebuild_until")
+    op.execute(PROJECTION_STATUS_VIEW_0017)
