@@ -48,6 +48,10 @@ class Area:
     # The read side's projections: views no command reads, which follow the log from a
     # checkpoint (log/projection_follower.py), behind the acknowledgement.
     views: Callable[[ProjectionOptions], list[Projector]] = _no_projectors
+    # Tables computed from the views' rows by a follower of the area's own, not a projection
+    # (the health findings): emptied with the views when an upgrade rebuilds them, so they are
+    # computed again from the rebuilt rows (log/rebuild.py).
+    derived_from_views: Sequence[Table] = ()
     # The surfaces, by module name, imported when the app, the CLI or the mirror is built and
     # not when the area is listed: a migration or a store needs the events and tables only,
     # and a route or a command may import the composition root itself. A routes module has a

@@ -8,7 +8,7 @@ reads write-side rows, which the log's followers find already written up to the 
 
 from __future__ import annotations
 
-from sqlalchemy import MetaData
+from sqlalchemy import MetaData, Table
 
 from ledger.app.area import Area, ProjectionOptions
 from ledger.app.core_area import CORE
@@ -48,6 +48,11 @@ def view_projectors(*, check_templates: bool = False) -> list[Projector]:
     (areas/observations/record_pieces.py)."""
     options = ProjectionOptions(check_templates=check_templates)
     return [p for area in areas() for p in area.views(options)]
+
+
+def derived_from_views() -> list[Table]:
+    """The areas' tables computed from the views' rows (``Area.derived_from_views``)."""
+    return [table for area in areas() for table in area.derived_from_views]
 
 
 def default_projectors(*, check_templates: bool = False) -> list[Projector]:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ledger.app.areas import (
     default_catalogue,
     default_projectors,
+    derived_from_views,
     view_projectors,
     write_side_projectors,
 )
@@ -358,6 +359,7 @@ async def upgrade_database(
         url,
         default_catalogue(),
         default_projectors(),
+        derived=derived_from_views(),
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
         progress=progress,

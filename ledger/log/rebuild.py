@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, delete, func, select, text
+from sqlalchemy import Connection, Table, delete, func, select, text
 
 from ledger.log.engines import (
     Synchronous,
@@ -76,10 +76,12 @@ def rebuild_in_transaction(
     catalogue: Catalogue,
     projectors: Sequence[Projector],
     *,
+    derived: Sequence[Table] = (),
     progress: Progress | None = None,
 ) -> RebuildReport:
     """Rebuild the write side if one of its projections is stale, and empty the views for
-    their follower if one of them is or the write side was rebuilt; ``conn`` holds the write
+    their follower if one of them is or the write side was rebuilt, with the ``derived``
+    tables computed from them (``Area.derived_from_views``); ``conn`` holds the write
     transaction."""
     started = time.perf_counter()
     report = RebuildReport(stale=stale_projections(recorded_versions(conn), projectors))
@@ -90,7 +92,7 @@ def rebuild_in_transaction(
     if any(p.name in report.stale for p in write_side):
         report.events = _replay_write_side(conn, catalogue, write_side, progress)
     if views:
-        reset_views(conn, views)
+        reset_views(conn, views, derived)
         report.views_reset = True
     report.seconds = time.perf_counter() - started
     return report
@@ -120,10 +122,16 @@ def _replay_write_side(
     return replay.events
 
 
-def reset_views(conn: Connection, views: Sequence[Projector]) -> None:
+def reset_views(
+    conn: Connection, views: Sequence[Projector], derived: Sequence[Table] = ()
+) -> None:
     """Empty the views and set their checkpoints to seq 0, recorded as the running code's:
-    their follower builds them again from the first event."""
+    their follower builds them again from the first event. The ``derived`` tables are emptied
+    too: computed from the old rows, they would pass for current (a health row is current
+    when its record's ``last_seq`` matches, which a rebuild gives back unchanged)."""
     names = [view.name for view in views]
+    for table in derived:
+        conn.execute(delete(table))
     for view in reversed(views):
         for table in reversed(view.tables):
             conn.execute(delete(table))
@@ -138,6 +146,7 @@ async def rebuild_stale_projections(
     catalogue: Catalogue,
     projectors: Sequence[Projector],
     *,
+    derived: Sequence[Table] = (),
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 30_000,
     progress: Progress | None = None,
@@ -150,7 +159,9 @@ async def rebuild_stale_projections(
         with conn.begin():
             if not is_sqlite_url(url):
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
-            return rebuild_in_transaction(conn, catalogue, projectors, progress=progress)
+            return rebuild_in_transaction(
+                conn, catalogue, projectors, derived=derived, progress=progress
+            )
 
     try:
         return await runner.run(run)

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, func, select, text
 
 from ledger.app.areas import (
     default_catalogue,
@@ -20,6 +20,8 @@ from ledger.app.areas import (
 )
 from ledger.app.bootstrap import ensure_database_ready, upgrade_database
 from ledger.areas.captures.service import CaptureService
+from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.tables import health_findings as hf
 from ledger.areas.lineage.service import LineageService
 from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
@@ -278,3 +280,38 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
         await store.close()
     assert await _run(url, _rebuilds) == {"capture_calls": None, "observations": None}
     assert await _verify(url) == []
+
+
+async def test_the_health_findings_are_checked_again_after_the_views_are_rebuilt(
+    database_url: str,
+) -> None:
+    """A health row passes for current while its record's ``last_seq`` matches, which a rebuild
+    gives back unchanged: the upgrade empties the findings with the views, and the health
+    follower checks every rebuilt record again."""
+    url = database_url
+    await _write_some(url)
+
+    async def follow_health() -> int:
+        store = LedgerStore(url, default_catalogue(), write_side_projectors())
+        await store.open()
+        try:
+            await ProjectionFollower(store, view_projectors()).catch_up()
+            return await HealthFollower(store).catch_up()
+        finally:
+            await store.close()
+
+    checked = await follow_health()
+    rows = await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar())
+    assert checked == rows > 0
+    await _run(
+        url,
+        lambda c: c.execute(
+            projection_versions.update()
+            .where(projection_versions.c.projection == "observations")
+            .values(version=0)
+        ),
+    )
+    report = await upgrade_database(url, build_views=False)
+    assert report is not None and report.views_reset
+    assert await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar()) == 0
+    assert await follow_health() == rows

@@ -10,6 +10,8 @@ from ledger.areas.health.tables import health_findings
 AREA = Area(
     name="health",
     tables=(health_findings,),
+    # Checked from the observations records: an upgrade that rebuilds them empties it.
+    derived_from_views=(health_findings,),
     route_modules=("ledger.areas.health.routes",),
     cli_module="ledger.areas.health.cli",
 )
