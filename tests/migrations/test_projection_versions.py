@@ -93,6 +93,15 @@ async def _write_some(url: str) -> None:
         await store.close()
 
 
+def _mark_observations_stale(conn: Connection) -> None:
+    """What a revision does when the observations view's rows need its code: mark it."""
+    conn.execute(
+        projection_versions.update()
+        .where(projection_versions.c.projection == "observations")
+        .values(version=0)
+    )
+
+
 async def _follow_views(url: str) -> int:
     """What the projector does after an upgrade emptied the views: the events it applied."""
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
@@ -199,16 +208,7 @@ async def test_0010_gives_a_database_upgraded_by_the_earlier_0005_its_versions(
 def test_db_check_refuses_a_stale_projection_and_db_upgrade_rebuilds_it(
     database_url: str,
 ) -> None:
-    asyncio.run(
-        _run(
-            database_url,
-            lambda c: c.execute(
-                projection_versions.update()
-                .where(projection_versions.c.projection == "observations")
-                .values(version=0)
-            ),
-        )
-    )
+    asyncio.run(_run(database_url, _mark_observations_stale))
     checked = invoke(database_url, "db", "check")
     assert checked.exit_code == 1
     assert "observations" in checked.output and "ledger db upgrade" in checked.output
@@ -228,14 +228,7 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
     none of which fails or waits for the rebuild to end."""
     url = database_url
     await _write_some(url)
-    await _run(
-        url,
-        lambda c: c.execute(
-            projection_versions.update()
-            .where(projection_versions.c.projection == "observations")
-            .values(version=0)
-        ),
-    )
+    await _run(url, _mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.stale == ["observations"]
     assert report.events == 0 and report.views_reset  # the write side was left as it was
@@ -303,14 +296,7 @@ async def test_the_health_findings_are_checked_again_after_the_views_are_rebuilt
     checked = await follow_health()
     rows = await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar())
     assert checked == rows > 0
-    await _run(
-        url,
-        lambda c: c.execute(
-            projection_versions.update()
-            .where(projection_versions.c.projection == "observations")
-            .values(version=0)
-        ),
-    )
+    await _run(url, _mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.views_reset
     assert await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar()) == 0
