@@ -100,8 +100,6 @@ class WriteTransaction:
         catalogue: Catalogue,
         projectors: Sequence[Projector],
         rollouts: RolloutCache | None = None,
-        *,
-        defer_events: bool = False,
     ) -> None:
         self._conn = conn
         self.head = head
@@ -111,12 +109,10 @@ class WriteTransaction:
         # kept up to date only when the rollouts projection runs here, as it does in a ledger.
         self._rollouts = rollouts if rollouts is not None else RolloutCache()
         self._projects_rollouts = any(isinstance(p, RolloutsProjector) for p in projectors)
-        # With ``defer_events`` (the writer's batches) event rows are kept here, in seq order,
-        # and written by one multi-row INSERT (``write_events``): when the batch ends, or
-        # earlier when a command is about to read the events table by SQL or looks up an
-        # idempotency key one of them holds. No projector reads the events table while
-        # applying, and no table has a foreign key to it.
-        self._defer_events = defer_events
+        # Event rows are kept here, in seq order, and written by one multi-row INSERT
+        # (``write_events``): when the writer's batch ends, or earlier when a command is about
+        # to read the events table by SQL or looks up an idempotency key one of them holds. No
+        # projector reads the events table while applying, and no table has a foreign key to it.
         self._unwritten_events: list[dict[str, Any]] = []
         self._unwritten_keys: set[str] = set()
         # Rows written during the current command (inside its savepoint): a rollback of the
@@ -295,12 +291,9 @@ class WriteTransaction:
             "payload_sha256": payload_sha256,
             "hash": event_hash,
         }
-        if self._defer_events:
-            self._unwritten_events.append(row)
-            if idempotency_key is not None:
-                self._unwritten_keys.add(idempotency_key)
-        else:
-            _INSERT_EVENT.execute(self._conn, row)
+        self._unwritten_events.append(row)
+        if idempotency_key is not None:
+            self._unwritten_keys.add(idempotency_key)
         self.head = ChainHead(seq=seq, hash=event_hash)
         stored = StoredEvent(
             seq=seq,

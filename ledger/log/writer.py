@@ -284,7 +284,6 @@ class Writer:
                 self._catalogue,
                 self._projectors,
                 self._rollouts,
-                defer_events=True,
             )
             savepoints = CommandSavepoints(conn)
             try:
