@@ -69,7 +69,8 @@ async def _write_side_only(url: str, captures: int) -> None:
         await store.close()
 
 
-async def _catch_up(url: str) -> tuple[int, float]:
+async def catch_up_views(url: str) -> tuple[int, float]:
+    """The views followed from where they are to the head, in process: events, seconds."""
     store = LedgerStore(url, default_catalogue(), [])
     await store.open()
     try:
@@ -95,7 +96,7 @@ def measure_catch_up(captures: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-projector-") as scratch:
         url = f"sqlite+aiosqlite:///{Path(scratch) / 'ledger.db'}"
         asyncio.run(_write_side_only(url, captures))
-        applied, seconds = asyncio.run(_catch_up(url))
+        applied, seconds = asyncio.run(catch_up_views(url))
         replayed, replay_seconds = asyncio.run(_replay(url))
     print(
         f"catch-up from empty views, {applied:,} events: {applied / seconds:,.0f} events/s "

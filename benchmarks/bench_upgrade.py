@@ -32,27 +32,14 @@ import httpx
 from sqlalchemy import text
 
 from benchmarks.bench_captures import exchange, read_database
+from benchmarks.bench_projector import catch_up_views
 from benchmarks.serving import wait_until_serving
-from ledger.app.areas import default_catalogue, view_projectors, write_side_projectors
 from ledger.log.engines import create_async_db_engine
-from ledger.log.projection_follower import ProjectionFollower
-from ledger.log.store import LedgerStore
 from tests.support.server import free_port
 
 DESCRIPTION = "serve --upgrade with a stale view while 16 clients append: acks and catch-up"
 
 CLIENTS = 16
-
-
-async def _follow_views(url: str) -> tuple[int, float]:
-    store = LedgerStore(url, default_catalogue(), write_side_projectors(), synchronous="NORMAL")
-    await store.open()
-    try:
-        started = time.perf_counter()
-        applied = await ProjectionFollower(store, view_projectors()).catch_up()
-        return applied, time.perf_counter() - started
-    finally:
-        await store.close()
 
 
 async def _mark_observations_stale(url: str) -> None:
@@ -131,7 +118,7 @@ def main(argv: list[str]) -> None:
         database = root / "ledger.db"
         shutil.copyfile(source, database)
         url = f"sqlite+aiosqlite:///{database}"
-        applied, seconds = asyncio.run(_follow_views(url))
+        applied, seconds = asyncio.run(catch_up_views(url))
         print(
             f"projector catch-up from empty views, in process: {applied:,} events in "
             f"{seconds:.1f} s ({applied / seconds:,.0f} events/s)"

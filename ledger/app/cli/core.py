@@ -232,21 +232,25 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
 def _report_rebuild(report: RebuildReport | None) -> None:
     if report is None or not report.stale:
         return
-    err.print(f"stale projections: {', '.join(report.stale)}")
+    # soft_wrap: each message stays one line, whole in a server's log.
+    err.print(f"stale projections: {', '.join(report.stale)}", soft_wrap=True)
     if report.events:
         err.print(
             f"rebuilt the write side's projections from the log ({report.events:,} events in "
-            f"{report.seconds:.2f} s; appends waited for it)"
+            f"{report.seconds:.2f} s; appends waited for it)",
+            soft_wrap=True,
         )
     if report.views_events or report.views_seconds:
         err.print(
             f"rebuilt the views from the log ({report.views_events:,} events in "
-            f"{report.views_seconds:.2f} s, a page at a time; appends went on between pages)"
+            f"{report.views_seconds:.2f} s, a page at a time; appends went on between pages)",
+            soft_wrap=True,
         )
     elif report.views_reset:
         err.print(
             "the views start again from seq 0: the projector rebuilds them while the server "
-            "serves (a rollout's read waits for them, then answers 503; /readyz says how far)"
+            "serves (a rollout's read waits for them, then answers 503; /readyz says how far)",
+            soft_wrap=True,
         )
 
 
