@@ -28,7 +28,7 @@ from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.areas.lineage.queries import record_row
 from ledger.gym.lineage import build_manifest
 from ledger.log import migrate
-from ledger.log.canonical import canonical_json
+from ledger.log.canonical import standard_json
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -200,7 +200,7 @@ def file_append(directory: Path, rollout_id: str, record: dict[str, Any]) -> Non
     with path.open("ab") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
-            handle.write((canonical_json(record) + "\n").encode())
+            handle.write((standard_json(record) + "\n").encode())
             handle.flush()
             os.fsync(handle.fileno())
         finally:

@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 
 from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.log import migrate
-from ledger.log.canonical import canonical_json
+from ledger.log.canonical import canonical_bytes
 from ledger.log.events import EventType
 from ledger.log.records import NewEvent
 from ledger.log.store import LedgerStore
@@ -54,10 +54,10 @@ class BenchPayload(BaseModel):
 
 def make_payload(worker: int, n: int) -> dict[str, object]:
     """A payload whose canonical JSON is PAYLOAD_BYTES long (varied text, not one repeated byte)."""
-    skeleton = canonical_json({"blob": "", "n": n, "worker": worker})
+    skeleton = canonical_bytes({"blob": "", "n": n, "worker": worker}).decode()
     filler = (f"{worker:04d}-{n:08d}:" * (PAYLOAD_BYTES // 14 + 1))[: PAYLOAD_BYTES - len(skeleton)]
     payload: dict[str, object] = {"blob": filler, "n": n, "worker": worker}
-    assert len(canonical_json(payload).encode()) == PAYLOAD_BYTES
+    assert len(canonical_bytes(payload)) == PAYLOAD_BYTES
     return payload
 
 
@@ -92,7 +92,7 @@ def raw_sqlite(path: Path, rows: int, per_transaction: int) -> Leg:
             "CREATE TABLE events (seq INTEGER PRIMARY KEY, recorded_at TEXT NOT NULL,"
             " kind TEXT NOT NULL, rollout_id TEXT, payload TEXT, hash TEXT NOT NULL)"
         )
-        payloads = [canonical_json(make_payload(0, n)) for n in range(per_transaction)]
+        payloads = [canonical_bytes(make_payload(0, n)).decode() for n in range(per_transaction)]
         latencies = []
         seq = 0
         started = time.perf_counter()

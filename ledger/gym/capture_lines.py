@@ -14,12 +14,9 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    ValidationInfo,
-    field_validator,
 )
 
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
-from ledger.log.canonical import is_plain_json
 
 # Gym's key order of one capture line (§2.3); the mirror writes known keys in this order.
 CAPTURE_LINE_KEYS: tuple[str, ...] = (
@@ -75,32 +72,13 @@ class CaptureModelRef(BaseModel):
     name: Label
 
 
-def is_finite_json(value: object) -> bool:
-    """True when no float anywhere inside ``value`` is NaN or infinite (those are not JSON)."""
-    # A plain value's floats are all finite, and its walk (exact types, no recursion) is several
-    # times faster than this one; a real payload is plain, so it is answered there.
-    return is_plain_json(value) or _finite_walk(value)
-
-
-def _finite_walk(value: object) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, Mapping):
-        return all(_finite_walk(item) for item in value.values())
-    if isinstance(value, list | tuple):
-        return all(_finite_walk(item) for item in value)
-    return True
-
-
-# The validation context of a body its caller has checked whole with ``is_plain_json``.
-_CHECKED_PLAIN = "checked_plain"
-
-
 class CaptureExchange(BaseModel):
     """One raw exchange as POSTed to the ledger (Gym's capture-line shape, §2.3).
 
     Every key is optional; unknown top-level keys are refused; numbers are finite JSON numbers
-    (no numeric strings, no bools); request/response are JSON objects or null.
+    (no numeric strings, no bools); request/response are JSON objects or null. What is inside
+    them is not walked here: the parsers that take exchanges (the routes' body parser, the
+    capture-line reader, the proxy's) refuse NaN and Infinity, which are not JSON.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -124,23 +102,6 @@ class CaptureExchange(BaseModel):
     upstream_status_code: HttpStatus | None = None
     local_response_reason: Label | None = None
 
-    @classmethod
-    def validate_body(cls, body: object, *, checked_plain: bool) -> CaptureExchange:
-        """``model_validate(body)``; ``checked_plain`` when the caller has just found the whole
-        body plain (``is_plain_json``), so the payloads are not walked for NaN a second time."""
-        return cls.model_validate(body, context={_CHECKED_PLAIN: True} if checked_plain else None)
-
-    @field_validator("request", "response")
-    @classmethod
-    def _finite_payload(
-        cls, value: dict[str, Any] | None, info: ValidationInfo
-    ) -> dict[str, Any] | None:
-        if value is None or (info.context is not None and info.context.get(_CHECKED_PLAIN)):
-            return value
-        if not is_finite_json(value):
-            raise ValueError("must not contain NaN or Infinity (not JSON)")
-        return value
-
     def line_keys(self) -> list[str]:
         """The keys of ``to_line()`` in its order, without dumping the values."""
         return [
@@ -159,6 +120,15 @@ def _refuse_non_finite(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A float literal beyond a float's range (``1e999``) reads as infinity: refused like
+    ``Infinity`` (the log's payload encoding expects finite numbers, log/canonical.py)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond the range of a float")
+    return value
+
+
 def _decode_line(line: str | bytes) -> str:
     return line.decode("utf-8") if isinstance(line, bytes) else line
 
@@ -169,7 +139,7 @@ def _is_blank(line: str | bytes) -> bool:
 
 def _load_object(text: str) -> dict[str, Any]:
     """Parse one line; ValueError unless it is a JSON object with only standard JSON numbers."""
-    value = json.loads(text, parse_constant=_refuse_non_finite)
+    value = json.loads(text, parse_constant=_refuse_non_finite, parse_float=_finite_float)
     if not isinstance(value, dict):
         raise ValueError(f"a capture line must be a JSON object, got {type(value).__name__}")
     return value

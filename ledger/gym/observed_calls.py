@@ -9,6 +9,7 @@ writes them, and ``error_category`` by Gym's rules. Pure; no I/O.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +44,24 @@ class ObservedCall:
     local_response_reason: str | None = None
     # An answer came and its body was dropped at the capture limit (the client had it whole).
     response_over_limit: bool = False
+
+
+def is_finite_json(value: object) -> bool:
+    """True when no float inside ``value`` is NaN or infinite. The bodies of an observed call
+    are read by Python's ``json``, which takes ``NaN`` and ``Infinity``; they are not JSON, and
+    the log's payload encoding expects every boundary to have refused them (log/canonical.py),
+    so the proxy checks what it derived before it appends."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
 
 
 def _parse_object(body: bytes) -> dict[str, Any] | None:

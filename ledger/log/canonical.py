@@ -1,26 +1,35 @@
-"""Canonical JSON: the one byte form that is stored and hashed.
+"""Canonical JSON: the byte forms that are stored and hashed, by scheme.
 
-The canonical form is, by definition, what the standard library writes:
-``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-allow_nan=False)`` encoded as UTF-8. orjson writes the same bytes several times faster for the
-values the ledger stores, but not for every value: it spells some floats differently (below
-1e-4 today; 1e16 and above, and -0.0, in other releases), it writes NaN as ``null``, it refuses
-integers beyond 64 bits and keys that are not strings, and its key order is not defined for
-them. So a value goes to orjson only when ``_orjson_writes_it_the_same`` says every leaf is one
-whose spelling both agree on (str, bool, None, 64-bit ints, floats in [1e-4, 1e16) or 0.0, dicts
-with str keys, lists); anything else, and anything orjson refuses, is written by the standard
-library exactly as before. tests/log/test_canonical.py compares both on generated values and
-pins the hashes of events written before orjson was used.
+An event's payload is stored as the bytes its chain hash covers, so which bytes a value
+becomes is part of the log's format. Two schemes have written events:
+
+- ``STANDARD`` (scheme 1, the events written before revision 0020; log/payload_schemes.py
+  keeps which): what the standard library writes, ``json.dumps(value, sort_keys=True,
+  separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` as UTF-8.
+- ``ORJSON`` (scheme 2, every event appended since): ``orjson.dumps(value,
+  option=OPT_SORT_KEYS)``. It differs from scheme 1 only in the spelling of some floats below
+  1e-4 (``0.00001`` and ``1e-7`` where the standard library writes ``1e-05`` and ``1e-07``;
+  the orjson release pinned in pyproject.toml decides, which is why the scheme is named); a
+  value orjson refuses (an integer beyond 64 bits, a lone surrogate) is written as scheme 1
+  writes it, which is still a function of the value alone. NaN and Infinity are not JSON:
+  every boundary that takes a payload refuses them before it is encoded (orjson would write
+  them as ``null``), so this scheme does not look for them.
+
+``ledger verify`` parses each stored payload and checks that its scheme writes the same bytes
+again. Hashes that must not change with the scheme (a lineage row's identity, Gym's documents)
+use ``standard_json``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
 from typing import Any
 
 import orjson
+
+STANDARD = 1
+ORJSON = 2
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -66,58 +75,27 @@ def _stdlib(value: Any, *, sort_keys: bool, allow_nan: bool) -> str:
     )
 
 
-# What a caller says it has found plain already (``is_plain_json``), so it is not walked again:
-# True for the whole value, or the keys of those members of a dict value. The walk costs several
-# times orjson's own write, and a capture's payloads, most of its nodes, were walked four times
-# (its NaN check, its canonical bytes, its trajectory entry, its stored call): now once. A claim
-# that is wrong gives other bytes than the standard library's (orjson writes NaN as null), so
-# only a caller that has just walked the value makes it.
-Checked = bool | Collection[str]
-
-_STR_ONLY = frozenset({str})
-
-
-def _left_to_walk(value: Any, plain: Collection[str]) -> Any:
-    """``value`` without its members under ``plain`` (a list of the others, walked as one
-    value), or all of it when it is no dict with str keys (the walk then says what it says)."""
-    if type(value) is not dict or not {*map(type, value)} <= _STR_ONLY:
-        return value
-    return [member for key, member in value.items() if key not in plain]
-
-
-def _writes_alike(value: Any, plain: Checked) -> bool:
-    if plain is True:
-        return True
-    if not plain:
-        return _orjson_writes_it_the_same(value)
-    return _orjson_writes_it_the_same(_left_to_walk(value, plain))
-
-
-def _fast(value: Any, option: int, plain: Checked = False) -> bytes | None:
-    if not _writes_alike(value, plain):
-        return None
+def canonical_bytes(value: Any) -> bytes:
+    """An event payload's bytes by the current scheme (``ORJSON``). ``NotStorable`` (a
+    ValueError) for text UTF-8 cannot hold; ValueError for NaN/Infinity where the standard
+    library writes the value (the boundaries refuse them before)."""
     try:
-        return orjson.dumps(value, option=option)
-    except orjson.JSONEncodeError:  # e.g. a lone surrogate: the stdlib path says what is wrong
-        return None
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: scheme 1 writes it
+        return storable_utf8(standard_json(value))
 
 
-def canonical_bytes(value: Any, *, plain: Checked = False) -> bytes:
-    """The UTF-8 bytes of ``canonical_json(value)``. ValueError for NaN/Infinity;
-    ``NotStorable`` (a ValueError) for text UTF-8 cannot hold. ``plain``: what of ``value``
-    the caller has found plain (``Checked``)."""
-    fast = _fast(value, orjson.OPT_SORT_KEYS, plain)
-    if fast is not None:
-        return fast
-    return storable_utf8(_stdlib(value, sort_keys=True, allow_nan=False))
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no spaces, UTF-8 kept, NaN/Infinity refused (they are not JSON)."""
-    fast = _fast(value, orjson.OPT_SORT_KEYS)
-    if fast is not None:
-        return fast.decode()
+def standard_json(value: Any) -> str:
+    """Scheme 1: sorted keys, no spaces, UTF-8 kept, NaN/Infinity refused (they are not JSON),
+    exactly as the standard library writes them."""
     return _stdlib(value, sort_keys=True, allow_nan=False)
+
+
+def scheme_bytes(value: Any, scheme: int) -> bytes:
+    """``value`` written by ``scheme`` (what ``verify`` compares a stored payload with)."""
+    if scheme == ORJSON:
+        return canonical_bytes(value)
+    return storable_utf8(standard_json(value))
 
 
 def is_plain_json(value: Any) -> bool:
@@ -127,20 +105,15 @@ def is_plain_json(value: Any) -> bool:
     return _orjson_writes_it_the_same(value)
 
 
-def plain_compact_json(value: Any, *, plain: Checked = False) -> str | None:
-    """``compact_json(value)`` when ``is_plain_json(value)``, else None; ``plain`` as in
-    ``canonical_bytes``."""
-    fast = _fast(value, 0, plain)
-    return None if fast is None else fast.decode()
-
-
-def compact_json(value: Any, *, allow_nan: bool = False, plain: Checked = False) -> str:
-    """Compact JSON that keeps key order (Gym's order is part of what readers see); not
-    canonical, so never hashed. ``allow_nan`` as in ``json.dumps``; ``plain`` as in
-    ``canonical_bytes``."""
-    fast = _fast(value, 0, plain)
-    if fast is not None:
-        return fast.decode()
+def compact_json(value: Any, *, allow_nan: bool = False) -> str:
+    """Compact JSON that keeps key order (Gym's order is part of what readers see), spelled as
+    the standard library spells it; not canonical, so never hashed. ``allow_nan`` as in
+    ``json.dumps``."""
+    if _orjson_writes_it_the_same(value):
+        try:
+            return orjson.dumps(value).decode()
+        except orjson.JSONEncodeError:  # e.g. a lone surrogate: the stdlib path says what
+            pass
     return _stdlib(value, sort_keys=False, allow_nan=allow_nan)
 
 
@@ -173,7 +146,7 @@ def parse_json(text: str | bytes) -> Any:
 
 class NotStorable(ValueError):
     """Text that JSON can spell but Unicode cannot hold (a lone UTF-16 surrogate); a ValueError
-    of its own so callers can tell it from NaN/Infinity, which ``canonical_json`` refuses."""
+    of its own so callers can tell it from NaN/Infinity, which ``standard_json`` refuses."""
 
 
 def storable_utf8(text: str) -> bytes:

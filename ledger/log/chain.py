@@ -29,9 +29,9 @@ def canonical_header(
     generation: int,
     idempotency_key: str | None,
 ) -> bytes:
-    """``canonical_json`` of the envelope (sorted keys), written out directly: it runs for
+    """``standard_json`` of the envelope (sorted keys), written out directly: it runs for
     every append and costs a third of a general ``json.dumps`` this way. A test checks it
-    against ``canonical_json`` byte for byte."""
+    against ``standard_json`` byte for byte."""
     return (
         f'{{"generation":{int(generation)},'
         f'"idempotency_key":{_json_or_null(idempotency_key)},'

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.log.canonical import Checked, canonical_bytes, sha256_hex
+from ledger.log.canonical import canonical_bytes, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class EncodedPayload:
     size: int
 
 
-def encode_body(body: dict[str, Any], *, plain: Checked = False) -> EncodedPayload:
-    """ValueError for NaN/Infinity; ``NotStorable`` (a ValueError) for a lone surrogate.
-    ``plain``: what of ``body`` the caller has found plain (``canonical.Checked``)."""
-    data = canonical_bytes(body, plain=plain)
+def encode_body(body: dict[str, Any]) -> EncodedPayload:
+    """``NotStorable`` (a ValueError) for a lone surrogate. ``body`` holds no NaN or Infinity:
+    the boundary that took it refused them (canonical.py, scheme 2)."""
+    data = canonical_bytes(body)
     return EncodedPayload(body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data))

@@ -1,4 +1,9 @@
-"""`ledger verify`: recompute the hash chain, and rebuild every projection from seq 0 and compare.
+"""`ledger verify`: recompute the hash chain, check that each payload is its scheme's bytes, and
+rebuild every projection from seq 0 and compare.
+
+A payload is canonical when the scheme that wrote it (log/payload_schemes.py: the standard
+library's before revision 0020, orjson's since) writes its parsed value as the same bytes:
+the hash chain alone would pass a payload spelled otherwise by whoever wrote it.
 
 Projections are rebuilt into a scratch SQLite file whatever the live backend is, since they are
 pure functions of the events; rows are compared as normalised Python values.
@@ -38,9 +43,10 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy import Connection, Row, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ledger.log.canonical import parse_json, sha256_hex
+from ledger.log.canonical import NotStorable, parse_json, scheme_bytes, sha256_hex
 from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.log.events import Catalogue
+from ledger.log.payload_schemes import SchemeRanges, read_scheme_ranges
 from ledger.log.projector import Projector
 from ledger.log.records import as_utc
 from ledger.log.replay import Replay, scratch_database
@@ -149,14 +155,37 @@ def chain_problem(row: Row[Any], expected_seq: int, prev_hash: str) -> str | Non
     return None
 
 
+def payload_problem(row: Row[Any], schemes: SchemeRanges) -> str | None:
+    """Why the stored payload is not the bytes its scheme writes for its value; None if it is
+    (or was redacted)."""
+    if row.payload is None:
+        return None
+    scheme = schemes.scheme_of(row.seq)
+    try:
+        canonical = scheme_bytes(parse_json(row.payload), scheme)
+    except NotStorable as exc:
+        return f"payload is not storable JSON ({exc})"
+    except ValueError as exc:
+        return f"payload is not JSON ({str(exc)[:200]})"
+    if canonical != row.payload.encode():
+        return f"payload is not in its canonical form (scheme {scheme})"
+    return None
+
+
 async def verify_chain(
     source: LogSource, *, progress: Progress | None = None, batch: int = DEFAULT_PAGE
 ) -> ChainReport:
     report = ChainReport()
     prev_hash = GENESIS_HASH
+    async with _connection(source) as conn:
+        schemes = await read_scheme_ranges(conn)
+        if isinstance(source, AsyncEngine):
+            await conn.rollback()
     async for rows in read_pages(source, page=batch):
         for row in rows:
-            problem = chain_problem(row, report.events + 1, prev_hash)
+            problem = chain_problem(row, report.events + 1, prev_hash) or payload_problem(
+                row, schemes
+            )
             if problem is not None:
                 report.first_bad_seq = row.seq
                 report.problem = problem

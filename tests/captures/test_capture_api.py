@@ -108,6 +108,26 @@ async def test_bad_bodies_are_422_naming_the_field(client: httpx.AsyncClient) ->
         headers={"content-type": "application/json"},
     )
     assert nan.status_code == 422 and "latency_ms" in nan.json()["detail"]
+    # Inside the opaque payloads too, single and batched: the body parser refuses them, so
+    # the payload's encoding (orjson, which would write null) never meets them.
+    for content, path in [
+        (b'{"request": {"temperature": NaN}}', "exchange.request.temperature"),
+        (b'{"response": {"logprobs": [0.5, -Infinity]}}', "exchange.response.logprobs.1"),
+    ]:
+        reply = await client.post(
+            "/v1/rollouts/r1/model-calls",
+            content=content,
+            headers={"content-type": "application/json"},
+        )
+        assert reply.status_code == 422 and path in reply.json()["detail"], reply.text
+    batch = await client.post(
+        "/v1/model-calls/batch",
+        content=b'{"items": [{"rollout_id": "r1", "exchange": {"request": {"x": [Infinity]}}}]}',
+        headers={"content-type": "application/json"},
+    )
+    assert batch.status_code == 200, batch.text
+    [item] = batch.json()["results"]
+    assert item["status"] == 422 and "items.0.exchange.request.x.0" in item["detail"], item
     assert (await client.get("/v1/events")).json()["events"] == []
 
 

@@ -81,9 +81,14 @@ def test_tolerant_read_of_bytes() -> None:
     assert invalid == 1
 
 
-@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_non_standard_number_constants_are_damaged(constant: str) -> None:
-    exchanges, invalid = parse_capture_text([f'{{"latency_ms": {constant}}}', '{"ok": true}'])
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999", "-2E+400"])
+@pytest.mark.parametrize(
+    "line", ['{{"latency_ms": {0}}}', '{{"response": {{"usage": {{"input_tokens": {0}}}}}}}']
+)
+def test_non_finite_numbers_are_damaged_wherever_they_are(constant: str, line: str) -> None:
+    """The reader is the boundary that refuses them, in the opaque payloads too: the capture
+    model does not walk ``request``/``response`` (log/canonical.py, scheme 2)."""
+    exchanges, invalid = parse_capture_text([line.format(constant), '{"ok": true}'])
     assert exchanges == [(1, {"ok": True})]
     assert invalid == 1
 
@@ -259,8 +264,6 @@ def test_unknown_top_level_keys_are_rejected_by_name() -> None:
         ("request", ["a"]),
         ("request", "text"),
         ("response", 5),
-        ("response", {"usage": {"input_tokens": float("nan")}}),
-        ("request", {"input": [1.0, float("-inf")]}),
         ("request_raw", {"a": 1}),
         ("response_raw", 5),
         ("client_session_id", 5),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledger.log.canonical import canonical_json
+from ledger.log.canonical import standard_json
 from ledger.log.chain import canonical_header, format_recorded_at
 
 AWKWARD = [
@@ -22,7 +22,7 @@ AWKWARD = [
 
 @pytest.mark.parametrize("text", AWKWARD)
 @pytest.mark.parametrize("number", [0, 1, 2**53 + 1, 2**63 - 1])
-def test_canonical_header_equals_canonical_json(text: str | None, number: int) -> None:
+def test_canonical_header_equals_standard_json(text: str | None, number: int) -> None:
     recorded_at = datetime(2026, 11, 29, 23, 59, 58, 7, tzinfo=UTC)
     kind = text or "kind"
     header = canonical_header(
@@ -43,4 +43,4 @@ def test_canonical_header_equals_canonical_json(text: str | None, number: int) -
         "generation": number,
         "idempotency_key": text,
     }
-    assert header == canonical_json(envelope).encode()
+    assert header == standard_json(envelope).encode()

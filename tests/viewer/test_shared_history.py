@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.areas.viewer.shared_history import HistoryParser
-from ledger.log.canonical import canonical_json, parse_json
+from ledger.log.canonical import canonical_bytes, parse_json
 
 
 def _payload(request: Any, call: int, **extra: Any) -> str:
@@ -18,7 +18,7 @@ def _payload(request: Any, call: int, **extra: Any) -> str:
         "response": {"choices": [{"message": {"role": "assistant", "content": f"r{call}"}}]},
         **extra,
     }
-    return canonical_json({"exchange": exchange, "model_call_id": f"c{call}"})
+    return canonical_bytes({"exchange": exchange, "model_call_id": f"c{call}"}).decode()
 
 
 def _thread(name: str, calls: int) -> list[list[dict[str, Any]]]:
@@ -67,7 +67,7 @@ def test_edited_history_and_other_shapes_are_parsed_whole() -> None:
         _payload({"max_tokens": 5, "messages": [], "system": "s"}, 5),
         _payload(None, 6),
         _payload({"model": "m"}, 7),
-        canonical_json({"line": "damaged", "exchange": None}),
+        canonical_bytes({"line": "damaged", "exchange": None}).decode(),
         '{"exchange": {"request": {"messages": [1, 2]}}}',  # not canonical: spaces
         "[1,2,3]",
     ]

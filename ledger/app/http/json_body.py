@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -132,7 +133,12 @@ def _looks_wrong(raw: bytes, value: Any, max_depth: int) -> bool:
     exactly when the value nests deeper than ``max_depth`` (orjson's own limit, measured once
     by ``_dumps_depth_limit``). An integer beyond 64 bits has at least 19 digits in a row.
     """
-    if _has_escaped_colon(raw) or _has_long_digit_run(raw) or _has_nul_escape(raw):
+    if (
+        _has_escaped_colon(raw)
+        or _has_long_digit_run(raw)
+        or _has_nul_escape(raw)
+        or _has_large_exponent(raw)
+    ):
         return True
     limit = _dumps_depth_limit()
     if limit is None or max_depth > limit:
@@ -261,6 +267,15 @@ def _has_escaped_colon(raw: bytes) -> bool:
     return b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw)
 
 
+# An exponent of 100 or more: the number may be beyond a float's range, which orjson reads as
+# infinity (a mantissa long enough to overflow is a long digit run).
+_LARGE_EXPONENT = re.compile(rb"[0-9][eE]\+?0*[1-9][0-9]{2}")
+
+
+def _has_large_exponent(raw: bytes) -> bool:
+    return _LARGE_EXPONENT.search(raw) is not None
+
+
 def _has_nul_escape(raw: bytes) -> bool:
     # JSON text spells a NUL only as an escape (a raw control character is not JSON).
     return b"\\u0000" in raw
@@ -346,18 +361,35 @@ def _object_of(pairs: list[tuple[str, Any]]) -> _Object:
 
 @dataclass(frozen=True)
 class _NonFinite:
-    """``NaN``, ``Infinity`` or ``-Infinity`` as Python's json spells them: not JSON numbers."""
+    """``NaN``, ``Infinity`` or ``-Infinity`` as Python's json spells them, or a number beyond a
+    float's range (``1e999``), which parsers read as infinity: not finite JSON numbers."""
 
     constant: str
+    overflow: bool = False
+
+    def describe(self) -> str:
+        if self.overflow:
+            return f"{self.constant} is beyond the range of a float (numbers must be finite)"
+        return f"{self.constant} is not JSON (numbers must be finite)"
 
 
 def _non_finite(constant: str) -> _NonFinite:
     return _NonFinite(constant)
 
 
+def _finite_float(text: str) -> float | _NonFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(_bounded(text, 40), overflow=True)
+
+
 def _parse_exactly(raw: bytes, *, max_depth: int, wide_integers: bool) -> JsonBody:
     try:
-        value = json.loads(raw, object_pairs_hook=_object_of, parse_constant=_non_finite)
+        value = json.loads(
+            raw,
+            object_pairs_hook=_object_of,
+            parse_constant=_non_finite,
+            parse_float=_finite_float,
+        )
     except RecursionError:
         raise InvalidPayload(_too_deep(max_depth)) from None
     except ValueError as exc:
@@ -432,7 +464,7 @@ def _problem_at(
                     return BodyProblem((*path, key), _NUL_MESSAGE)
         return None
     if isinstance(node, _NonFinite):
-        return BodyProblem(path, f"{node.constant} is not JSON (numbers must be finite)")
+        return BodyProblem(path, node.describe())
     if isinstance(node, str) and not _is_unicode(node):
         return BodyProblem(path, "not valid Unicode (a lone surrogate)")
     if isinstance(node, str) and "\x00" in node:

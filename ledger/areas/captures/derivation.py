@@ -23,7 +23,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ledger.gym import plain_dumps
 from ledger.gym.model_calls import (
     PAYLOAD_FIELDS,
     ModelCallRecord,
@@ -32,7 +31,7 @@ from ledger.gym.model_calls import (
 )
 from ledger.gym.trajectory import trajectory_model_call
 from ledger.gym.trajectory_record import TrajectoryModelCall
-from ledger.log.canonical import Checked, compact_json, is_plain_json
+from ledger.log.canonical import compact_json
 
 _PAYLOADS = set(PAYLOAD_FIELDS)
 
@@ -48,10 +47,6 @@ class DerivedCall:
     record: dict[str, Any] | None
     call: dict[str, Any] | None
     trajectory_entry: str | None
-    # Found plain (``is_plain_json``): the record, and the call's payloads (``PAYLOAD_FIELDS``),
-    # so the writer's texts of them (``record_text``, ``call_text``) do not walk them again.
-    record_plain: bool = False
-    payloads_plain: bool = False
 
     @property
     def damaged(self) -> bool:
@@ -63,17 +58,16 @@ def at_position(dump: Mapping[str, Any], call_index: int) -> dict[str, Any]:
     return {**dump, "call_index": call_index}
 
 
-def record_text(record: Mapping[str, Any], *, plain: bool = False) -> str:
+def record_text(record: Mapping[str, Any]) -> str:
     """The stored payload-free record (``capture_calls.record``): Gym's field order, not
-    sorted; non-finite numbers kept as ``json.dumps`` writes them. ``plain``: found plain."""
-    return compact_json(record, allow_nan=True, plain=plain)
+    sorted; non-finite numbers kept as ``json.dumps`` writes them."""
+    return compact_json(record, allow_nan=True)
 
 
 def record_text_at(derived: DerivedCall, call_index: int) -> str:
-    """``record_text`` of ``derived.record`` at ``call_index`` (the int position put in is plain
-    JSON, so a record found plain at position 0 is plain at every position)."""
+    """``record_text`` of ``derived.record`` at ``call_index``."""
     assert derived.record is not None
-    return record_text(at_position(derived.record, call_index), plain=derived.record_plain)
+    return record_text(at_position(derived.record, call_index))
 
 
 def trajectory_entry(call: Mapping[str, Any]) -> str | None:
@@ -87,63 +81,30 @@ def trajectory_entry(call: Mapping[str, Any]) -> str | None:
     return compact_json(entry.model_dump(mode="json"))
 
 
-def derive_call(exchange: Any, *, plain: bool = False) -> DerivedCall:
-    """The capture's derivation; by hand where pydantic would change nothing
-    (``ledger.gym.plain_dumps``), else through the models. ``plain``: the caller has found the
-    whole exchange plain (``is_plain_json``); else its payloads are checked here, once for the
-    entry and the call's stored text both."""
+def derive_call(exchange: Any) -> DerivedCall:
+    """The capture's derivation: its fields validated into Gym's ``ModelCallRecord`` and
+    dumped, the dump with payloads, and its trajectory entry; ``_DAMAGED`` when the exchange
+    makes no record."""
     try:
         fields = record_fields(exchange, 0)
-    except ValueError:
-        return _DAMAGED
-    record = plain_dumps.record_dump(fields)
-    if record is None:
-        return _validated(fields, exchange)
-    record_plain = is_plain_json(record)
-    call = dump_with_payloads(record, exchange)
-    payloads_plain = plain or _payloads_plain(call)
-    entry = plain_dumps.trajectory_entry_text(
-        call, plain=_call_checked(record_plain, payloads_plain)
-    )
-    if isinstance(entry, plain_dumps.Ask):
-        entry = trajectory_entry(call)
-    columns = _columns(record, len(fields["tool_calls"]))
-    return DerivedCall(columns, record, call, entry, record_plain, payloads_plain)
-
-
-def _payloads_plain(call: Mapping[str, Any]) -> bool:
-    return all(is_plain_json(call[name]) for name in PAYLOAD_FIELDS)
-
-
-def call_text(derived: DerivedCall, call_index: int) -> str:
-    """The stored call (``observation_calls.call``): ``derived.call`` at ``call_index`` as
-    compact JSON, walking only what was not found plain (the call is the record's values and
-    the payloads, the position an int, as in ``record_text_at``)."""
-    assert derived.call is not None
-    plain = _call_checked(derived.record_plain, derived.payloads_plain)
-    return compact_json(at_position(derived.call, call_index), plain=plain)
-
-
-def _call_checked(record_plain: bool, payloads_plain: bool) -> Checked:
-    """What of a call (the record's values and the payloads) was found plain."""
-    if not payloads_plain:
-        return False
-    return True if record_plain else PAYLOAD_FIELDS
-
-
-_DAMAGED = DerivedCall({"damaged": True}, None, None, None)
-
-
-def _validated(fields: dict[str, Any], exchange: Any) -> DerivedCall:
-    try:
         built = ModelCallRecord.model_validate(fields)
-    except ValueError:
+    except ValueError:  # pydantic's ValidationError is one
         return _DAMAGED
     record = built.model_dump(mode="json", exclude=_PAYLOADS)
     call = dump_with_payloads(record, exchange)
     return DerivedCall(
         _columns(record, len(built.tool_calls)), record, call, trajectory_entry(call)
     )
+
+
+def call_text(derived: DerivedCall, call_index: int) -> str:
+    """The stored call (``observation_calls.call``): ``derived.call`` at ``call_index`` as
+    compact JSON."""
+    assert derived.call is not None
+    return compact_json(at_position(derived.call, call_index))
+
+
+_DAMAGED = DerivedCall({"damaged": True}, None, None, None)
 
 
 def _columns(record: Mapping[str, Any], tool_calls: int) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from ledger.areas.captures.events import (
     ModelCallCaptured,
     ModelCallDamaged,
 )
-from ledger.areas.captures.projection import exchange_sha256
+from ledger.areas.captures.projection import exchange_payload, is_same_exchange
 from ledger.areas.captures.queries import find_call, load_state
 from ledger.areas.evidence.intent_lines import (
     INTENTS_SUFFIX,
@@ -129,14 +129,14 @@ def import_line(
         exchange = exchanges[0][1]
         model_call_id = _stored_model_call_id(exchange)
         try:
-            sha = exchange_sha256(model_call_id, exchange)
-        except ValueError:
-            damage = "not JSON (NaN or Infinity)"
+            payload = exchange_payload(model_call_id, exchange)
+        except ValueError as exc:  # a lone surrogate
+            damage = f"not storable JSON ({exc})"
         else:
             if model_call_id is not None:
                 generation = tx.generation_of(rollout_id)
                 existing = find_call(tx.conn, rollout_id, generation, model_call_id)
-                if existing is not None and existing.exchange_sha256 == sha:
+                if existing is not None and is_same_exchange(existing.exchange_sha256, payload):
                     outcome.already_present += 1
                     return
                 if existing is not None:

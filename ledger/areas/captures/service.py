@@ -26,6 +26,7 @@ from ledger.areas.captures.events import (
     CapturePendingAnnounced,
     CapturePendingWithdrawn,
 )
+from ledger.areas.captures.projection import is_same_exchange
 from ledger.areas.captures.queries import (
     CaptureView,
     StoredCall,
@@ -48,7 +49,6 @@ from ledger.gym.model_calls import (
     aggregate_model_call_values,
     build_model_call_record,
 )
-from ledger.log.canonical import is_plain_json
 from ledger.log.encoding import EncodedPayload, encode_body
 from ledger.log.errors import Conflict, InvalidPayload, LedgerError
 from ledger.log.freshness import Freshness
@@ -161,12 +161,8 @@ def prepare_exchange(
     checked_id = validate_rollout_id(rollout_id)
     if not isinstance(body, Mapping):
         raise InvalidPayload(f"{prefix}: must be a JSON object, not {type(body).__name__}")
-    # One walk of the body says whether all of it is plain JSON (what orjson parses is, but for
-    # floats it spells otherwise): then the NaN check and the canonical bytes need not walk its
-    # payloads again.
-    plain = is_plain_json(body)
     try:
-        model = CaptureExchange.validate_body(body, checked_plain=plain)
+        model = CaptureExchange.model_validate(body)
     except ValidationError as exc:
         raise InvalidPayload(describe_validation_error(exc, prefix)) from None
     exchange = {key: body.get(key) for key in model.line_keys()}
@@ -176,11 +172,8 @@ def prepare_exchange(
         # The event's payload, encoded here and stored as is: the body is what
         # ``catalogue.encode`` makes of ModelCallCaptured (same keys, in its field order).
         # Nothing is derived from it here: the views do, behind the acknowledgement.
-        payload = encode_body(
-            {"model_call_id": exchange["model_call_id"], "exchange": exchange},
-            plain=plain,  # a plain body's values, and a model_call_id that is a str
-        )
-    except ValueError as exc:  # NaN/Infinity or a lone surrogate where the model does not look
+        payload = encode_body({"model_call_id": exchange["model_call_id"], "exchange": exchange})
+    except ValueError as exc:  # a lone surrogate where the model does not look
         raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
     return PreparedExchange(rollout_id=checked_id, payload=payload)
 
@@ -240,7 +233,7 @@ def repeat_of(prepared: PreparedExchange, existing: StoredCall | None) -> Captur
 
 
 def _refuse_other_bytes(prepared: PreparedExchange, stored_sha256: str | None) -> None:
-    if stored_sha256 != prepared.sha256:
+    if not is_same_exchange(stored_sha256, prepared.payload):
         raise Conflict(
             f"model_call_id {prepared.model_call_id!r} was already captured for rollout "
             f"{prepared.rollout_id!r} with a different exchange"

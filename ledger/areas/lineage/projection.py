@@ -16,7 +16,7 @@ from ledger.areas.lineage.events import (
 )
 from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
 from ledger.gym.lineage import staging_key_of
-from ledger.log.canonical import canonical_json, sha256_hex
+from ledger.log.canonical import sha256_hex, standard_json
 from ledger.log.driver import DriverStatement
 from ledger.log.ended_generations import EndedGenerations, delete_generations
 from ledger.log.projector import Projector
@@ -42,7 +42,7 @@ def _int(value: Any) -> int | None:
 
 def row_columns(row: dict[str, Any]) -> dict[str, Any]:
     """The indexed columns of a stored row (defensive: imported rows may be loosely typed)."""
-    text = canonical_json(row)
+    text = standard_json(row)
     if "failure_reason" in row:
         kind = "failure"
     elif staging_key_of(row) is not None:
@@ -154,7 +154,7 @@ class LineageProjector:
                     "model_call_id": payload["model_call_id"],
                     "staging_key": payload["staging_key"],
                     "discarded_at": event.recorded_at,
-                    "row": canonical_json(payload["row"]),
+                    "row": standard_json(payload["row"]),
                 },
             )
         elif event.kind == REMOVAL_HOLD_SET:

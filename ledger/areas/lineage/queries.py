@@ -26,7 +26,7 @@ from ledger.areas.lineage.events import (
 )
 from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
 from ledger.gym.lineage import staging_key_of
-from ledger.log.canonical import canonical_json, sha256_hex
+from ledger.log.canonical import sha256_hex, standard_json
 from ledger.log.errors import Conflict
 from ledger.log.records import NewEvent, as_utc
 from ledger.log.rollout_events import (
@@ -99,7 +99,7 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
     is_failure = "failure_reason" in row
     generation, fenced = _current(tx, rollout_id)
     model_call_id = str(row["model_call_id"])
-    row_sha = sha256_hex(canonical_json(row).encode())
+    row_sha = sha256_hex(standard_json(row).encode())
     same_call = tx.conn.execute(
         _SAME_CALL, {"rid": rollout_id, "gen": generation, "mcid": model_call_id}
     ).all()

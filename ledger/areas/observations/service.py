@@ -32,7 +32,7 @@ from ledger.gym.export_view import export_view
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.observations import AgentObservationBundle
 from ledger.gym.result import RolloutResult
-from ledger.log.canonical import canonical_json, compact_json
+from ledger.log.canonical import canonical_bytes, compact_json
 from ledger.log.errors import InvalidPayload, NotFound
 from ledger.log.freshness import Freshness
 from ledger.log.store import LedgerStore
@@ -86,9 +86,9 @@ def parse_body(model: type[BaseModel], body: object, what: str) -> tuple[BaseMod
     if not isinstance(body, Mapping):
         raise InvalidPayload(f"{what} must be a JSON object, not {type(body).__name__}")
     try:
-        # Checked on the body as sent: pydantic would quietly turn NaN inside free-form items
-        # (conversation, producer trajectory) into null.
-        size = len(canonical_json(body))
+        # The routes' JSON parser has refused NaN and Infinity (app/http/json_body.py), which
+        # pydantic would quietly turn into null inside free-form items.
+        size = len(canonical_bytes(body))
     except ValueError as exc:
         raise InvalidPayload(f"{what} is not JSON: {exc}") from None
     try:

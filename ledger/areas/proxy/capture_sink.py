@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ledger.areas.captures.service import CaptureService
-from ledger.gym.observed_calls import ObservedCall, exchange_of
+from ledger.gym.observed_calls import ObservedCall, exchange_of, is_finite_json
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ async def append_observed(
         except Exception as exc:  # a bug in the derivation must not stop the recorder
             log.exception("deriving the capture of %s failed", call.model_call_id)
             outcomes.append(Outcome(None, str(exc)))
+            continue
+        if not is_finite_json(exchange):
+            outcomes.append(Outcome(422, "exchange: NaN or Infinity is not JSON; not stored"))
             continue
         outcomes.append(Outcome(None, "not appended"))
         positions.append(position)
