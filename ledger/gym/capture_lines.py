@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
@@ -16,6 +15,7 @@ from pydantic import (
     StrictStr,
 )
 
+from ledger.gym.finite_json import loads_finite
 from ledger.gym.ids import PRINTABLE_ID_PATTERN
 
 # Gym's key order of one capture line (§2.3); the mirror writes known keys in this order.
@@ -116,19 +116,6 @@ class CaptureExchange(BaseModel):
         return {key: values[key] for key in self.line_keys()}
 
 
-def _refuse_non_finite(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    """A float literal beyond a float's range (``1e999``) reads as infinity: refused like
-    ``Infinity`` (the log's payload encoding expects finite numbers, log/canonical.py)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is beyond the range of a float")
-    return value
-
-
 def _decode_line(line: str | bytes) -> str:
     return line.decode("utf-8") if isinstance(line, bytes) else line
 
@@ -139,7 +126,7 @@ def _is_blank(line: str | bytes) -> bool:
 
 def _load_object(text: str) -> dict[str, Any]:
     """Parse one line; ValueError unless it is a JSON object with only standard JSON numbers."""
-    value = json.loads(text, parse_constant=_refuse_non_finite, parse_float=_finite_float)
+    value = loads_finite(text)
     if not isinstance(value, dict):
         raise ValueError(f"a capture line must be a JSON object, got {type(value).__name__}")
     return value

@@ -34,6 +34,9 @@ def write_gym_dir(directory: Path) -> dict[str, list[dict[str, object]]]:
     # A damaged line between good ones is skipped and reported.
     with (directory / "r2.lineage.jsonl").open("a") as handle:
         handle.write("{not json\n\n")
+        # Python's json reads these; they are not JSON numbers, and not stored.
+        handle.write(gym_line(committed_row("r2", "c6")).replace("}", ',"x":NaN}', 1))
+        handle.write(gym_line(committed_row("r2", "c7")).replace("}", ',"x":1e999}', 1))
         handle.write(gym_line(committed_row("r2", "c5")))
     (directory / "r3.lineage.retired").touch()  # a fence only
     # A crash between Gym's retire phases leaves the fence AND the ledger.
@@ -75,6 +78,8 @@ def test_import_is_faithful_and_idempotent(database_url: str, tmp_path: Path) ->
     output = run_import(database_url, gym)
     assert "lineage: 4 rollouts, 6 rows recorded, 0 already present, 2 fences written" in output
     assert "r2.lineage.jsonl:2" in output and ".hidden.lineage.jsonl" in output
+    assert "r2.lineage.jsonl:4: NaN is not JSON" in output, output
+    assert "r2.lineage.jsonl:5: 1e999 is beyond the range of a float" in output, output
 
     head, manifests = asyncio.run(imported_state(database_url))
     assert manifests["r1"] == build_manifest("r1", ledgers["r1"])

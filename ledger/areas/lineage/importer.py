@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.areas.lineage import queries as commands
+from ledger.gym.finite_json import loads_finite
 from ledger.gym.ids import is_valid_rollout_id
 from ledger.gym.lineage import check_stored_row
 from ledger.log.store import LedgerStore
@@ -73,7 +74,7 @@ def _read_rows(path: Path, report: LineageImportReport) -> list[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw)
+                row = loads_finite(raw)
                 if not isinstance(row, dict):
                     raise ValueError("not a JSON object")
                 check_stored_row(row)

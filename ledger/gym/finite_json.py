@@ -1,0 +1,30 @@
+"""``json.loads`` for files the ledger reads into its log: only finite JSON numbers.
+
+Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity``, and a number beyond a float's
+range (``1e999``) as infinity. None of them is a JSON number, and the log's payload encoding
+expects finite values (log/canonical.py, scheme 2), so a reader whose lines become events
+refuses them with a ValueError naming the number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond the range of a float")
+    return value
+
+
+def loads_finite(text: str | bytes) -> Any:
+    """``json.loads(text)``; ValueError (``JSONDecodeError`` for what is not JSON at all) for a
+    number that is not finite."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
