@@ -44,6 +44,15 @@ def test_clean_bodies_have_no_problems() -> None:
         (b'{"n": -9223372036854775809}', ["body.n: integer outside the signed 64-bit range"]),
         (b'{"s": "\\ud800"}', ["body.s: not valid Unicode (a lone surrogate)"]),
         (b'{"x": NaN}', ["body.x: NaN is not JSON (numbers must be finite)"]),
+        # orjson reads a number beyond a float's range as infinity, as Python's json does.
+        (
+            b'{"s": "null", "x": [0.5, 1e999], "n": null}',
+            ["body.x.1: 1e999 is beyond the range of a float (numbers must be finite)"],
+        ),
+        (
+            b'{"x": -2E+400}',
+            ["body.x: -2E+400 is beyond the range of a float (numbers must be finite)"],
+        ),
         (
             b'{"s": ["ok", "a\\u0000b"]}',
             ["body.s.1: holds a NUL character (\\u0000), which the ledger does not store"],
