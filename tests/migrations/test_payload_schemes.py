@@ -32,6 +32,8 @@ from ledger.log.verify import header_of, verify_chain
 from tests.log.chain_pins import PINNED_STANDARD, exchange
 
 BEFORE = "0019_view_status"
+# What verify reports when event 2's bytes are not its scheme's: one event verified before it.
+SPELLED_OTHERWISE_AT_2 = (False, 1, 2, "payload is not in its canonical form (scheme 2)")
 V1_EVENTS = Path(__file__).with_name("v1_events.json")
 
 
@@ -171,12 +173,7 @@ async def test_verify_names_a_payload_its_scheme_would_spell_otherwise(
                 row_hash = chain_hash(prev_hash, header_of(row), payload_sha)
                 await _rewrite(conn, row.seq, payload, payload_sha, row_hash)
                 prev_hash = row_hash
-        assert await _chain(engine) == (
-            False,
-            1,
-            2,
-            "payload is not in its canonical form (scheme 2)",
-        )
+        assert await _chain(engine) == SPELLED_OTHERWISE_AT_2
     finally:
         await engine.dispose()
 
@@ -199,12 +196,7 @@ async def test_a_log_whose_ranges_claim_older_events_for_orjson_fails_on_the_fir
                 .values(name=f"{RANGE_PREFIX}1")
             )
         # Event 1 holds integers beyond 64 bits (both schemes write it alike); event 2 does not.
-        assert await _chain(engine) == (
-            False,
-            1,
-            2,
-            "payload is not in its canonical form (scheme 2)",
-        )
+        assert await _chain(engine) == SPELLED_OTHERWISE_AT_2
     finally:
         await engine.dispose()
 
