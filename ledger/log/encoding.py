@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.log.canonical import canonical_bytes, sha256_hex
+from ledger.log.canonical import canonical_bytes, sha256_hex, standard_json, storable_utf8
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,16 @@ def encode_body(body: dict[str, Any]) -> EncodedPayload:
     the boundary that took it refused them (canonical.py, scheme 2)."""
     data = canonical_bytes(body)
     return EncodedPayload(body=body, text=data.decode(), sha256=sha256_hex(data), size=len(data))
+
+
+def holds_same_payload(stored_sha256: str | None, encoded: EncodedPayload) -> bool:
+    """Whether an event stored with ``stored_sha256`` holds the payload ``encoded``. An event
+    stored before revision 0020 has the hash of its scheme 1 bytes, which spell a float below
+    1e-4 otherwise than ``encoded`` (canonical.py): a repeat sent across the upgrade is the
+    same payload. The scheme 1 hash is computed only when the hashes differ."""
+    if stored_sha256 == encoded.sha256:
+        return True
+    try:
+        return stored_sha256 == sha256_hex(storable_utf8(standard_json(encoded.body)))
+    except ValueError:
+        return False

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Row, bindparam, select
 from ledger.log.canonical import NotStorable, parse_json, storable_utf8
 from ledger.log.chain import GENESIS_HASH, canonical_header, chain_hash
 from ledger.log.driver import DriverStatement
-from ledger.log.encoding import EncodedPayload, encode_body
+from ledger.log.encoding import EncodedPayload, encode_body, holds_same_payload
 from ledger.log.errors import IdempotencyConflict, InvalidPayload
 from ledger.log.events import Catalogue
 from ledger.log.projector import Projector, apply_events
@@ -256,7 +256,7 @@ class WriteTransaction:
                 if (
                     existing.kind == kind
                     and existing.rollout_id == rollout_id
-                    and existing.payload_sha256 == payload_sha256
+                    and holds_same_payload(existing.payload_sha256, encoded)
                 ):
                     return Appended(event=existing, created=False)
                 raise IdempotencyConflict(

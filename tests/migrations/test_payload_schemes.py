@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -30,6 +31,7 @@ from ledger.log.store import LedgerStore
 from ledger.log.tables import events, log_identity
 from ledger.log.verify import header_of, verify_chain
 from tests.log.chain_pins import PINNED_STANDARD, exchange
+from tests.observations.support import EXAMPLE_OBSERVATIONS
 
 BEFORE = "0019_view_status"
 # What verify reports when event 2's bytes are not its scheme's: one event verified before it.
@@ -222,3 +224,27 @@ async def test_a_capture_stored_before_the_upgrade_is_repeated_not_refused(
     assert (again.created, again.seq, again.call_index) == (False, first.seq, first.call_index)
     with pytest.raises(Conflict, match="with a different exchange"):
         await captures.append("r1", exchange("retried", {"tiny": [2e-07]}))
+
+
+async def test_an_idempotency_key_sent_again_after_the_upgrade_is_a_repeat(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's own idempotency (``Idempotency-Key``) compares payload hashes too: a bundle
+    with a float below 1e-4, stored with scheme 1 bytes, sent again after the upgrade is a 200
+    repeat, and another bundle under that key is still a 409."""
+    headers = {"Idempotency-Key": "bundle-tiny"}
+    url = "/v1/rollouts/r1/observations"
+    invocation, tool_call = EXAMPLE_OBSERVATIONS["records"]
+    bundle = {
+        **EXAMPLE_OBSERVATIONS,
+        "records": [invocation, {**tool_call, "duration_ms": 2.5e-05}],
+    }
+    with monkeypatch.context() as before_upgrade:
+        before_upgrade.setattr(encoding, "canonical_bytes", lambda v: standard_json(v).encode())
+        first = await client.post(url, json=bundle, headers=headers)
+    assert first.status_code == 201, first.text
+    again = await client.post(url, json=bundle, headers=headers)
+    assert again.status_code == 200, again.text
+    assert first.json() == {**again.json(), "created": True}
+    other = await client.post(url, json={**bundle, "source": "x"}, headers=headers)
+    assert other.status_code == 409

@@ -36,7 +36,7 @@ from ledger.areas.captures.events import (
     ModelCallCaptured,
     ModelCallDamaged,
 )
-from ledger.areas.captures.projection import exchange_payload, is_same_exchange
+from ledger.areas.captures.projection import exchange_payload
 from ledger.areas.captures.queries import find_call, load_state
 from ledger.areas.evidence.intent_lines import (
     INTENTS_SUFFIX,
@@ -48,6 +48,7 @@ from ledger.areas.runs.commands import RunLabelConflict, apply_label, check_labe
 from ledger.gym.capture_lines import parse_capture_text
 from ledger.gym.ids import is_valid_rollout_id
 from ledger.log.canonical import sha256_hex
+from ledger.log.encoding import holds_same_payload
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 
@@ -136,7 +137,7 @@ def import_line(
             if model_call_id is not None:
                 generation = tx.generation_of(rollout_id)
                 existing = find_call(tx.conn, rollout_id, generation, model_call_id)
-                if existing is not None and is_same_exchange(existing.exchange_sha256, payload):
+                if existing is not None and holds_same_payload(existing.exchange_sha256, payload):
                     outcome.already_present += 1
                     return
                 if existing is not None:

@@ -25,7 +25,6 @@ from ledger.areas.captures.events import (
 )
 from ledger.areas.captures.queries import CaptureState, is_pending, load_state
 from ledger.areas.captures.tables import capture_pending, capture_positions, capture_state
-from ledger.log.canonical import sha256_hex, standard_json, storable_utf8
 from ledger.log.driver import DriverStatement
 from ledger.log.encoding import EncodedPayload, encode_body
 from ledger.log.ended_generations import (
@@ -70,19 +69,6 @@ def exchange_payload(model_call_id: str | None, exchange: dict[str, Any]) -> Enc
     """The payload of a ``model_call.captured`` event; its ``sha256`` is the capture's identity
     for model_call_id idempotency (the projection copies it instead of hashing again)."""
     return encode_body({"model_call_id": model_call_id, "exchange": exchange})
-
-
-def is_same_exchange(stored_sha256: str | None, payload: EncodedPayload) -> bool:
-    """Whether a capture stored with ``stored_sha256`` holds the exchange of ``payload``. A
-    capture stored before revision 0020 has the hash of its scheme 1 bytes, which spell a float
-    below 1e-4 otherwise (log/canonical.py): asked only when the hashes differ."""
-    if stored_sha256 == payload.sha256:
-        return True
-    try:
-        standard = sha256_hex(storable_utf8(standard_json(payload.body)))
-    except ValueError:
-        return False
-    return stored_sha256 == standard
 
 
 class CapturesProjector:
@@ -275,4 +261,4 @@ def projectors() -> list[Projector]:
     return [CapturesProjector()]
 
 
-__all__ = ["CapturesProjector", "exchange_payload", "is_same_exchange", "projectors"]
+__all__ = ["CapturesProjector", "exchange_payload", "projectors"]

@@ -26,7 +26,6 @@ from ledger.areas.captures.events import (
     CapturePendingAnnounced,
     CapturePendingWithdrawn,
 )
-from ledger.areas.captures.projection import is_same_exchange
 from ledger.areas.captures.queries import (
     CaptureView,
     StoredCall,
@@ -49,7 +48,7 @@ from ledger.gym.model_calls import (
     aggregate_model_call_values,
     build_model_call_record,
 )
-from ledger.log.encoding import EncodedPayload, encode_body
+from ledger.log.encoding import EncodedPayload, encode_body, holds_same_payload
 from ledger.log.errors import Conflict, InvalidPayload, LedgerError
 from ledger.log.freshness import Freshness
 from ledger.log.records import NewEvent
@@ -233,7 +232,7 @@ def repeat_of(prepared: PreparedExchange, existing: StoredCall | None) -> Captur
 
 
 def _refuse_other_bytes(prepared: PreparedExchange, stored_sha256: str | None) -> None:
-    if not is_same_exchange(stored_sha256, prepared.payload):
+    if not holds_same_payload(stored_sha256, prepared.payload):
         raise Conflict(
             f"model_call_id {prepared.model_call_id!r} was already captured for rollout "
             f"{prepared.rollout_id!r} with a different exchange"
