@@ -14,6 +14,7 @@ from ledger.app.areas import default_catalogue, write_side_projectors
 from ledger.app.config import Settings
 from ledger.app.http.app import create_app
 from ledger.log.store import LedgerStore
+from tests.support import socket_origins
 from tests.support.databases import (
     fresh_postgres_database,
     require_postgres,
@@ -33,6 +34,15 @@ def pytest_configure(config: pytest.Config) -> None:
     about the process itself (tests/process/test_projector_process.py) asks for the product's
     default, the process, with LEDGER_PROJECTOR=process."""
     os.environ.setdefault("LEDGER_PROJECTOR", "in-server")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _socket_origins() -> Iterator[None]:
+    """A socket left unclosed fails whatever test the garbage collector interrupts: its
+    failure names where the socket was opened (tests/support/socket_origins.py)."""
+    undo = socket_origins.install()
+    yield
+    undo()
 
 
 # scripts/test runs the suite on two pytest-xdist workers (--dist loadgroup). The slow tests,
