@@ -97,18 +97,25 @@ async def _rewrite(
         await conn.execute(text("ALTER TABLE events ENABLE TRIGGER USER"))
 
 
+async def _v1_log_upgraded(url: str) -> AsyncEngine:
+    """The rows the code before revision 0020 wrote (their hashes are the old pins), in a log
+    at revision 0019, then upgraded to head; an engine on it."""
+    rows = v1_rows()
+    assert [(r["seq"], r["payload_sha256"], r["hash"]) for r in rows] == PINNED_STANDARD
+    await migrate.upgrade(url, BEFORE)
+    engine = create_async_db_engine(url, null_pool=True)
+    async with engine.begin() as conn:
+        await conn.execute(insert(events), rows)
+    await migrate.upgrade(url)
+    return engine
+
+
 async def test_the_events_before_the_upgrade_keep_their_bytes_and_those_after_are_orjsons(
     empty_database_url: str,
 ) -> None:
     url = empty_database_url
-    await migrate.upgrade(url, BEFORE)
-    engine = create_async_db_engine(url, null_pool=True)
+    engine = await _v1_log_upgraded(url)
     try:
-        rows = v1_rows()
-        assert [(r["seq"], r["payload_sha256"], r["hash"]) for r in rows] == PINNED_STANDARD
-        async with engine.begin() as conn:
-            await conn.execute(insert(events), rows)
-        await migrate.upgrade(url)
         async with engine.connect() as conn:
             ranges = await read_scheme_ranges(conn)
         assert ranges.orjson == [(13, None)]
@@ -184,12 +191,8 @@ async def test_a_log_whose_ranges_claim_older_events_for_orjson_fails_on_the_fir
     empty_database_url: str,
 ) -> None:
     url = empty_database_url
-    await migrate.upgrade(url, BEFORE)
-    engine = create_async_db_engine(url, null_pool=True)
+    engine = await _v1_log_upgraded(url)
     try:
-        async with engine.begin() as conn:
-            await conn.execute(insert(events), v1_rows())
-        await migrate.upgrade(url)
         assert await _chain(engine) == (True, 12, None, None)
         async with engine.begin() as conn:
             await conn.execute(
