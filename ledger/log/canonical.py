@@ -82,7 +82,7 @@ def canonical_bytes(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: scheme 1 writes it
-        return storable_utf8(standard_json(value))
+        return standard_bytes(value)
 
 
 def standard_json(value: Any) -> str:
@@ -91,11 +91,14 @@ def standard_json(value: Any) -> str:
     return _stdlib(value, sort_keys=True, allow_nan=False)
 
 
+def standard_bytes(value: Any) -> bytes:
+    """Scheme 1's bytes: ``standard_json`` as UTF-8 (``NotStorable`` for a lone surrogate)."""
+    return storable_utf8(standard_json(value))
+
+
 def scheme_bytes(value: Any, scheme: int) -> bytes:
     """``value`` written by ``scheme`` (what ``verify`` compares a stored payload with)."""
-    if scheme == ORJSON:
-        return canonical_bytes(value)
-    return storable_utf8(standard_json(value))
+    return canonical_bytes(value) if scheme == ORJSON else standard_bytes(value)
 
 
 def is_plain_json(value: Any) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.log.canonical import canonical_bytes, sha256_hex, standard_json, storable_utf8
+from ledger.log.canonical import canonical_bytes, sha256_hex, standard_bytes
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,6 @@ def holds_same_payload(stored_sha256: str | None, encoded: EncodedPayload) -> bo
     if stored_sha256 == encoded.sha256:
         return True
     try:
-        return stored_sha256 == sha256_hex(storable_utf8(standard_json(encoded.body)))
+        return stored_sha256 == sha256_hex(standard_bytes(encoded.body))
     except ValueError:
         return False
