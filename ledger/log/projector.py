@@ -82,8 +82,11 @@ def apply_events(
         mine = [event for event in events if projector.handles(event.kind)]
         if not mine:
             continue
-        if isinstance(projector, AppliesMany):
-            projector.apply_many(conn, mine)
+        # Looked up, not ``isinstance(projector, AppliesMany)``: a runtime-checkable
+        # protocol's check walks the protocol's members, on every append.
+        apply_many = getattr(projector, "apply_many", None)
+        if apply_many is not None:
+            apply_many(conn, mine)
         else:
             for event in mine:
                 projector.apply(conn, event)
