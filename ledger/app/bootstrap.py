@@ -206,7 +206,6 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         [view.name for view in view_projectors()],
         bound_s=settings.views_wait_s,
         moved=projector.moved if isinstance(projector, ProjectionFollower) else None,
-        wanted=projector.wanted if isinstance(projector, ProjectionFollower) else None,
         # Serving reads only, nothing moves the views: a read answers with what they hold.
         waits=writes,
     )

@@ -43,7 +43,6 @@ class Freshness:
         *,
         bound_s: float,
         moved: CommitSignal | None = None,
-        wanted: CommitSignal | None = None,
         waits: bool = True,
     ) -> None:
         self._store = store
@@ -54,8 +53,6 @@ class Freshness:
         self._waits = waits
         # The follower's signal when it runs in this process: a wait then wakes when it moves.
         self._moved = moved
-        # Notified while a read waits, so that follower takes its next step at once.
-        self._wanted = wanted
 
     def projected_in(self, conn: Connection) -> int:
         """The seq every view has reached, read in ``conn``'s snapshot."""
@@ -106,8 +103,6 @@ class Freshness:
                     f"the views have reached seq {reached}, not yet {seq}, after "
                     f"{self.bound_s:g} s: {why}; retry later"
                 )
-            if self._wanted is not None:
-                self._wanted.notify()
             if self._moved is not None:
                 await self._moved.wait(min(left, MAX_POLL_S))
             else:

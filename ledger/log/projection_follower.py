@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,12 +56,6 @@ log = logging.getLogger(__name__)
 PAGE_EVENTS = 500
 # How often an idle follower looks for events appended by another process.
 IDLE_POLL_S = 0.02
-# While the log keeps growing, a step at most this often: each step has a cost of its own (the
-# checkpoint read and written, a commit, each touched rollout's record rebuilt, a turn at the
-# write lock), so steps of a few events each cost the appends most. A full page waiting goes at
-# once, the first step after an idle spell too, and a reader waiting in this process cuts the
-# wait short (``wanted``): only a rollout read behind a burst waits for it.
-LIVE_STEP_INTERVAL_S = 0.1
 RETRY_AFTER_FAILURE_S = 1.0
 
 
@@ -109,7 +102,6 @@ class ProjectionFollower:
         *,
         page_events: int = PAGE_EVENTS,
         idle_poll_s: float = IDLE_POLL_S,
-        live_step_interval_s: float = LIVE_STEP_INTERVAL_S,
     ) -> None:
         if not views:
             raise ValueError("a projection follower needs at least one view")
@@ -124,15 +116,11 @@ class ProjectionFollower:
         self.names = tuple(view.name for view in views)
         self._page_events = page_events
         self._idle_poll_s = idle_poll_s
-        self._live_step_interval_s = live_step_interval_s
         self._decode = EventDecoder(store.catalogue)
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         # Notified after each step that moved the views (readers waiting for them).
         self.moved = CommitSignal()
-        # Notified by a reader of this process that waits for the views: the next step goes at
-        # once instead of after the live interval.
-        self.wanted = CommitSignal()
         # After a page failed: up to its last seq, a step applies one event (``_refused``).
         self._one_at_a_time_through = 0
         # The failing seq last logged with its traceback (the retries log one line each).
@@ -234,14 +222,12 @@ class ProjectionFollower:
             return
         self._stopping.set()
         self._store.writer.commits.notify()
-        self.wanted.notify()
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            started = time.monotonic()
             try:
                 # Looked at by a read first: a step is a write transaction, which an idle
                 # follower must not take every few milliseconds.
@@ -256,12 +242,6 @@ class ProjectionFollower:
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue
             if applied:
-                if applied < self._page_events:
-                    # Less than a page: the log is growing, not far ahead. Let the next step
-                    # gather what arrives meanwhile.
-                    left = started + self._live_step_interval_s - time.monotonic()
-                    if left > 0 and not self._stopping.is_set():
-                        await self.wanted.wait(left)
                 continue
             # Idle: until this process's writer commits, or a while (another process may).
             await self._store.writer.commits.wait(self._idle_poll_s)

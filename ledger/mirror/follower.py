@@ -49,7 +49,6 @@ class MirrorFollower:
         election: Election,
         page_size: int = 500,
         poll_seconds: float = 0.1,
-        live_step_seconds: float = 0.1,
         retry_seconds: float = 1.0,
         checkpoint_seconds: float = 0.5,
         stop_seconds: float = 10.0,
@@ -61,9 +60,6 @@ class MirrorFollower:
         self._election = election
         self._page_size = page_size
         self._poll_seconds = poll_seconds
-        # While the log keeps growing, a page at most this often: each page costs a durable
-        # append per file it touches, so pages of a few events each cost the most.
-        self._live_step_seconds = live_step_seconds
         self._retry_seconds = retry_seconds
         # Under load the checkpoint is saved (a write command) at most this often, not after
         # every page; it is saved whenever the follower goes idle. A checkpoint saved late only
@@ -114,7 +110,6 @@ class MirrorFollower:
                 self.is_leader = True
                 await self._recover()
                 while not self._stopping.is_set() and await self._election.still_held():
-                    started = time.monotonic()
                     applied = await self._step()
                     now = time.monotonic()
                     if self._checkpoint != self._saved_checkpoint and (
@@ -123,9 +118,6 @@ class MirrorFollower:
                         await self._save_checkpoint(self._checkpoint)
                     if not applied:
                         await self._pause(self._poll_seconds)
-                    elif applied < self._page_size:
-                        # Less than a page: let the next one gather what arrives meanwhile.
-                        await self._pause(started + self._live_step_seconds - now)
                 self.is_leader = False
             except asyncio.CancelledError:
                 raise
@@ -163,17 +155,16 @@ class MirrorFollower:
             await self._save_checkpoint(head)
         self._checkpoint = self._saved_checkpoint = head
 
-    async def _step(self) -> int:
-        """Apply one page to the files: the events it held (0 at the head)."""
+    async def _step(self) -> bool:
         async with self._store.read() as conn:
             page = await read_events(
                 conn, self._catalogue, after=self._checkpoint, limit=self._page_size
             )
         if not page:
-            return 0
+            return False
         await asyncio.to_thread(self._apply_page, page)
         self._checkpoint = page[-1].seq
-        return len(page)
+        return True
 
     def _apply_page(self, page: list[StoredEvent]) -> None:
         files = PageFiles()
