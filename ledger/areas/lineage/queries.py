@@ -337,31 +337,28 @@ def read_ledger_view(conn: Connection, rollout_id: str) -> LedgerView:
     return LedgerView(generation=int(first.generation), retired=first.state == RETIRED, rows=rows)
 
 
-async def rollout_generation(conn: AsyncConnection, rollout_id: str) -> tuple[int, bool]:
-    row = (
-        await conn.execute(
-            select(rollouts.c.generation, rollouts.c.state).where(
-                rollouts.c.rollout_id == rollout_id
-            )
-        )
+def rollout_generation(conn: Connection, rollout_id: str) -> tuple[int, bool]:
+    """The rollout's current generation and whether it is fenced (0 and False when unknown)."""
+    row = conn.execute(
+        select(rollouts.c.generation, rollouts.c.state).where(rollouts.c.rollout_id == rollout_id)
     ).first()
     if row is None:
         return 0, False
     return int(row.generation), row.state == RETIRED
 
 
-async def generation_has_rows(conn: AsyncConnection, rollout_id: str, generation: int) -> bool:
+def generation_has_rows(conn: Connection, rollout_id: str, generation: int) -> bool:
     """Any row (committed, lineage-only or failure) in this generation."""
     query = select(
         exists().where(
             lineage_rows.c.rollout_id == rollout_id, lineage_rows.c.generation == generation
         )
     )
-    return bool((await conn.execute(query)).scalar())
+    return bool(conn.execute(query).scalar())
 
 
-async def find_rows(
-    conn: AsyncConnection,
+def find_rows(
+    conn: Connection,
     rollout_id: str,
     generation: int,
     *,
@@ -382,7 +379,7 @@ async def find_rows(
         query = query.where(lineage_rows.c.fingerprint == fingerprint)
     if model_call_id is not None:
         query = query.where(lineage_rows.c.model_call_id == model_call_id)
-    return [(int(r.seq), json.loads(r.row)) for r in (await conn.execute(query)).all()]
+    return [(int(r.seq), json.loads(r.row)) for r in conn.execute(query).all()]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import Connection
+
 from ledger.app.metrics import LedgerMetrics
 from ledger.areas.lineage import queries
 from ledger.areas.lineage.queries import (
@@ -67,8 +69,9 @@ class LineageService:
     async def admission(self, rollout_id: str) -> int:
         """The generation a new call is admitted into; RolloutRetiredError when fenced."""
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            generation, retired = await queries.rollout_generation(conn, rollout_id)
+        generation, retired = await self._store.read_sync(
+            lambda conn: queries.rollout_generation(conn, rollout_id)
+        )
         if retired:
             raise RolloutRetiredError(rollout_id)
         return generation
@@ -76,28 +79,37 @@ class LineageService:
     async def has_rows(self, rollout_id: str) -> tuple[int, bool]:
         """(current generation, any row in it?); RolloutRetiredError when fenced."""
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            generation, retired = await queries.rollout_generation(conn, rollout_id)
+
+        def look(conn: Connection) -> tuple[int, bool | None]:
+            generation, retired = queries.rollout_generation(conn, rollout_id)
             if retired:
-                raise RolloutRetiredError(rollout_id)
-            found = await queries.generation_has_rows(conn, rollout_id, generation)
+                return generation, None
+            return generation, queries.generation_has_rows(conn, rollout_id, generation)
+
+        generation, found = await self._store.read_sync(look)
+        if found is None:
+            raise RolloutRetiredError(rollout_id)
         return generation, found
 
     async def find_rows(
         self, rollout_id: str, *, fingerprint: str | None, model_call_id: str | None
     ) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
+        """The plug-in's parent lookup (``resolve``), once per model call: one snapshot on the
+        reader thread (``read_sync``), not a thread hop per statement."""
         validate_rollout_id(rollout_id)
-        async with self._store.read() as conn:
-            generation, retired = await queries.rollout_generation(conn, rollout_id)
+
+        def look(conn: Connection) -> tuple[int, list[tuple[int, dict[str, Any]]] | None]:
+            generation, retired = queries.rollout_generation(conn, rollout_id)
             if retired:
-                raise RolloutRetiredError(rollout_id)
-            rows = await queries.find_rows(
-                conn,
-                rollout_id,
-                generation,
-                fingerprint=fingerprint,
-                model_call_id=model_call_id,
+                return generation, None
+            rows = queries.find_rows(
+                conn, rollout_id, generation, fingerprint=fingerprint, model_call_id=model_call_id
             )
+            return generation, rows
+
+        generation, rows = await self._store.read_sync(look)
+        if rows is None:
+            raise RolloutRetiredError(rollout_id)
         return generation, rows
 
     async def retire(self, rollout_ids: Sequence[object]) -> RemovalResult:
