@@ -13,7 +13,9 @@ printed as ratios to them and to the Gym-style baseline; batched ingest uses 8 c
 Diagnostics, same run, same clients and bodies (not product configurations): the server with
 the capture mirror off, then also without the runs and evidence projections, then with only the
 rollouts projection (benchmarks/ingest_server.py); the differences say where the time goes. The
-views (observations) follow the log in the projector process in every configuration.
+views (observations) follow the log in the projector process in every configuration but the
+last: the product with its projector process standing by ([p]: the bench holds the projector's
+election), which says what following the log beside the server costs the acknowledgements.
 
 Read: ``GET /v1/rollouts/{id}/ng_model_call_capture`` for a 50-call rollout in a database holding
 1,000,000 model calls (``--quick``: 20,000); p50/p99 over sequential requests. The database is
@@ -49,6 +51,7 @@ from ledger.gym.capture_lines import serialize_capture_line
 from ledger.log import migrate
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
+from ledger.mirror.election import projector_election_for
 from tests.support.server import ServerProcess
 
 DESCRIPTION = "capture ingest (single, batched) vs flock+fsync JSONL; ng_model_call_capture read"
@@ -104,6 +107,9 @@ class IngestServer:
     label: str
     argv: tuple[str, ...] = ("ledger", "serve")
     env: dict[str, str] = field(default_factory=dict)
+    # The bench holds the projector's election, so the server's projector process stands by:
+    # nothing follows the log (views, mirror, health), the acknowledgements run alone.
+    projector_stands_by: bool = False
 
 
 def ingest_server(projectors: str) -> tuple[str, ...]:
@@ -141,6 +147,12 @@ DIAGNOSTICS = (
         argv=ingest_server("rollouts"),
         env=MIRROR_OFF,
     ),
+)
+# What the projector process beside the server costs the acknowledgements (its CPU on a
+# 2-core machine, its turns at the log's write lock, its pages in the log's WAL): the product
+# with its projector standing by.
+NO_PROJECTOR = IngestServer(
+    "[p] ledger serve, nothing following the log*", projector_stands_by=True
 )
 
 
@@ -247,6 +259,9 @@ def measure_ingest(
         data_dir.mkdir()
         database_url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         asyncio.run(migrate.upgrade(database_url))
+        election = projector_election_for(database_url)
+        if config.projector_stands_by:
+            assert asyncio.run(election.try_acquire())
         server = ServerProcess(
             data_dir=data_dir, database_url=database_url, env=config.env, argv=config.argv
         ).start()
@@ -260,13 +275,16 @@ def measure_ingest(
                 inspect(server)
         finally:
             server.stop()
+            asyncio.run(election.release())
     return IngestRates(
         single=bodies.single_captures / single_seconds,
         batched=bodies.batched_captures / batch_seconds,
     )
 
 
-def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> None:
+def print_diagnostics(
+    product: IngestRates, diagnostics: list[IngestRates], no_projector: IngestRates
+) -> None:
     """The diagnostic lines and what the differences between them attribute per capture.
 
     µs/capture is wall time per capture with 32 clients (1 / throughput), not CPU time: on a
@@ -278,7 +296,7 @@ def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> N
     )
     print(f"  {'':46} {'single':>18} {'batched x' + str(BATCH):>18}")
     lines = [(PRODUCT, product), *zip(DIAGNOSTICS, diagnostics, strict=True)]
-    for config, rates in lines:
+    for config, rates in [*lines, (NO_PROJECTOR, no_projector)]:
         print(
             f"  {config.label:46} {rates.single:7,.0f}/s {1e6 / rates.single:5.0f} µs"
             f" {rates.batched:7,.0f}/s {1e6 / rates.batched:5.0f} µs"
@@ -286,7 +304,7 @@ def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> N
     print(
         "  * ingest only: left-out projections are not maintained, so the routes reading them"
         " (labels,\n    call evidence; for [c] also model-calls, lineage) would serve stale or"
-        " missing data"
+        " missing data;\n    for [p] every view, the mirror and the health findings"
     )
     steps = [
         "capture mirror (product - [a])",
@@ -302,6 +320,12 @@ def print_diagnostics(product: IngestRates, diagnostics: list[IngestRates]) -> N
     print(
         f"    {'floor: HTTP, validation, append, commit [c]':44}"
         f" {1e6 / floor.single:14.0f} µs {1e6 / floor.batched:15.0f} µs"
+    )
+    single = 1e6 / product.single - 1e6 / no_projector.single
+    batched = 1e6 / product.batched - 1e6 / no_projector.batched
+    print(
+        f"    {'the projector process beside it (product - [p])':44} {single:+14.0f} µs"
+        f" {batched:+15.0f} µs"
     )
 
 
@@ -499,8 +523,9 @@ def main(argv: list[str]) -> None:
     product = measure_ingest(PRODUCT, bodies)
     workers = measure_ingest(PRODUCT_WORKERS, bodies)
     diagnostics = [measure_ingest(config, bodies) for config in DIAGNOSTICS]
+    no_projector = measure_ingest(NO_PROJECTOR, bodies)
     print_ingest(baseline, bare, noop, lean, product, workers)
-    print_diagnostics(product, diagnostics)
+    print_diagnostics(product, diagnostics, no_projector)
     print(f"load average after ingest: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.no_read:
         return
