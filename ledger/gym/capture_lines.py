@@ -188,6 +188,11 @@ def serialize_capture_line(exchange: Mapping[str, Any]) -> str:
     unknown = sorted(str(key) for key in exchange if key not in CAPTURE_LINE_KEYS)
     members = []
     for key in [*known, *unknown]:
-        encoded_value = json.dumps(exchange[key], sort_keys=True, default=str, allow_nan=False)
+        encoded_value = _VALUE_ENCODER.encode(exchange[key])
         members.append(f"{json.dumps(key)}: {encoded_value}")
     return "{" + ", ".join(members) + "}"
+
+
+# What ``json.dumps(value, sort_keys=True, default=str, allow_nan=False)`` builds at every call,
+# built once: a line encodes each top-level value with it.
+_VALUE_ENCODER = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False)
