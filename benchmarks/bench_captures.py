@@ -260,8 +260,8 @@ def measure_ingest(
         database_url = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         asyncio.run(migrate.upgrade(database_url))
         election = projector_election_for(database_url)
-        if config.projector_stands_by:
-            assert asyncio.run(election.try_acquire())
+        if config.projector_stands_by and not asyncio.run(election.try_acquire()):
+            raise RuntimeError("the projector's election of a fresh database is taken")
         server = ServerProcess(
             data_dir=data_dir, database_url=database_url, env=config.env, argv=config.argv
         ).start()
