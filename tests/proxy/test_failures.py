@@ -57,16 +57,20 @@ def test_upstream_error_status_reaches_the_sdk_and_the_capture(
     proxy: Proxy, scenario: str, status: int, category: str
 ) -> None:
     rollout_id = _rollout(scenario)
-    chat = openai.OpenAI(
-        base_url=proxy.rollout_url(rollout_id) + "/v1", api_key=CLIENT_KEY, max_retries=0
-    )
-    with pytest.raises(openai.APIStatusError) as openai_error:
+    with (
+        openai.OpenAI(
+            base_url=proxy.rollout_url(rollout_id) + "/v1", api_key=CLIENT_KEY, max_retries=0
+        ) as chat,
+        pytest.raises(openai.APIStatusError) as openai_error,
+    ):
         chat.chat.completions.create(model=scenario, messages=[{"role": "user", "content": "a"}])
     assert openai_error.value.status_code == status
-    messages = anthropic.Anthropic(
-        base_url=proxy.rollout_url(rollout_id), api_key=CLIENT_KEY, max_retries=0
-    )
-    with pytest.raises(anthropic.APIStatusError) as anthropic_error:
+    with (
+        anthropic.Anthropic(
+            base_url=proxy.rollout_url(rollout_id), api_key=CLIENT_KEY, max_retries=0
+        ) as messages,
+        pytest.raises(anthropic.APIStatusError) as anthropic_error,
+    ):
         messages.messages.create(
             model=scenario, max_tokens=8, messages=[{"role": "user", "content": "b"}]
         )
@@ -84,12 +88,15 @@ def test_upstream_error_status_reaches_the_sdk_and_the_capture(
 
 def test_upstream_timeout_is_a_504_and_a_timeout_capture(proxy: Proxy) -> None:
     rollout_id = _rollout("slow")
-    client = openai.OpenAI(
-        base_url=proxy.rollout_url(rollout_id) + "/v1", api_key=CLIENT_KEY, max_retries=0
-    )
-    raw = client.chat.completions.with_raw_response
-    with pytest.raises(openai.APIStatusError) as error:
-        raw.create(model="slow", messages=[{"role": "user", "content": "a"}])
+    with (
+        openai.OpenAI(
+            base_url=proxy.rollout_url(rollout_id) + "/v1", api_key=CLIENT_KEY, max_retries=0
+        ) as client,
+        pytest.raises(openai.APIStatusError) as error,
+    ):
+        client.chat.completions.with_raw_response.create(
+            model="slow", messages=[{"role": "user", "content": "a"}]
+        )
     assert error.value.status_code == 504
     assert "did not answer" in str(error.value)
     header = error.value.response.headers[MODEL_CALL_ID_HEADER]
@@ -107,12 +114,14 @@ def test_upstream_timeout_is_a_504_and_a_timeout_capture(proxy: Proxy) -> None:
 
 def test_unreachable_upstream_is_a_502_and_a_connection_capture(proxy: Proxy) -> None:
     rollout_id = _rollout("dead")
-    client = anthropic.Anthropic(
-        base_url=proxy.rollout_url(rollout_id) + "/upstreams/dead",
-        api_key=CLIENT_KEY,
-        max_retries=0,
-    )
-    with pytest.raises(anthropic.APIStatusError) as error:
+    with (
+        anthropic.Anthropic(
+            base_url=proxy.rollout_url(rollout_id) + "/upstreams/dead",
+            api_key=CLIENT_KEY,
+            max_retries=0,
+        ) as client,
+        pytest.raises(anthropic.APIStatusError) as error,
+    ):
         client.messages.create(
             model="plain", max_tokens=8, messages=[{"role": "user", "content": "a"}]
         )

@@ -90,10 +90,10 @@ def test_literal_slash_in_the_rollout_segment_is_refused(proxy: Proxy) -> None:
 
 def test_unprefixed_calls_are_forwarded_and_never_captured(proxy: Proxy) -> None:
     before = len(captured_ids(proxy))
-    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(
-        model="plain", messages=[{"role": "user", "content": "hi"}]
-    )
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="plain", messages=[{"role": "user", "content": "hi"}]
+        )
     assert raw.parse().choices[0].message.content == "Hello from the fake upstream."
     assert MODEL_CALL_ID_HEADER not in raw.headers
     named = httpx.post(f"{proxy.url}/upstreams/fake{CHAT}", json={"model": "plain"})

@@ -52,9 +52,20 @@ def _anthropic(proxy: Proxy, rollout_id: str) -> anthropic.Anthropic:
 def _call(
     proxy: Proxy, rollout_id: str, dialect: str, scenario: str, stream: bool, marker: str
 ) -> tuple[str, dict[str, Any]]:
-    """Make the call with the SDK; return the model_call_id header and what the SDK parsed."""
+    """Make the call with the SDK; return the model_call_id header and what the SDK parsed.
+    The client is closed after it: one left open keeps its pooled socket until the garbage
+    collector finds it, in whichever test runs then (filterwarnings = error fails that one)."""
+    if dialect in ("chat", "responses"):
+        with _openai(proxy, rollout_id) as client:
+            return _call_openai(client, dialect, scenario, stream, marker)
+    with _anthropic(proxy, rollout_id) as client_a:
+        return _call_messages(client_a, scenario, stream, marker)
+
+
+def _call_openai(
+    client: openai.OpenAI, dialect: str, scenario: str, stream: bool, marker: str
+) -> tuple[str, dict[str, Any]]:
     if dialect == "chat":
-        client = _openai(proxy, rollout_id)
         messages: Any = [{"role": "user", "content": marker}]
         if not stream:
             raw = client.chat.completions.with_raw_response.create(
@@ -77,22 +88,24 @@ def _call(
                 for tool in choice.delta.tool_calls or []:
                     arguments += (tool.function.arguments or "") if tool.function else ""
         return header, {"text": text or None, "arguments": arguments, "usage": usage}
-    if dialect == "responses":
-        client = _openai(proxy, rollout_id)
-        if not stream:
-            raw_response = client.responses.with_raw_response.create(model=scenario, input=marker)
-            response = raw_response.parse()
-            kinds = [item.type for item in response.output]
-            return raw_response.headers[MODEL_CALL_ID_HEADER], {
-                "text": response.output_text or None,
-                "kinds": kinds,
-            }
-        events = client.responses.create(model=scenario, input=marker, stream=True)
-        header = events.response.headers[MODEL_CALL_ID_HEADER]
-        names = [event.type for event in events]
-        return header, {"events": names}
-    client_a = _anthropic(proxy, rollout_id)
-    messages = [{"role": "user", "content": marker}]
+    if not stream:
+        raw_response = client.responses.with_raw_response.create(model=scenario, input=marker)
+        response = raw_response.parse()
+        kinds = [item.type for item in response.output]
+        return raw_response.headers[MODEL_CALL_ID_HEADER], {
+            "text": response.output_text or None,
+            "kinds": kinds,
+        }
+    events = client.responses.create(model=scenario, input=marker, stream=True)
+    header = events.response.headers[MODEL_CALL_ID_HEADER]
+    names = [event.type for event in events]
+    return header, {"events": names}
+
+
+def _call_messages(
+    client_a: anthropic.Anthropic, scenario: str, stream: bool, marker: str
+) -> tuple[str, dict[str, Any]]:
+    messages: Any = [{"role": "user", "content": marker}]
     if not stream:
         raw_message = client_a.messages.with_raw_response.create(
             model=scenario, max_tokens=64, messages=messages

@@ -19,7 +19,7 @@ from typing import Any
 
 # Enough for every socket a test keeps open at once, however many the suite opens in all.
 KEPT = 20_000
-STACK_FRAMES = 16
+STACK_FRAMES = 40
 
 _origins: OrderedDict[int, str] = OrderedDict()
 
