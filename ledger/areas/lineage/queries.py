@@ -27,7 +27,7 @@ from ledger.areas.lineage.events import (
 from ledger.areas.lineage.tables import lineage_discarded, lineage_removal_hold, lineage_rows
 from ledger.gym.lineage import staging_key_of
 from ledger.log.canonical import sha256_hex, standard_json
-from ledger.log.errors import Conflict
+from ledger.log.errors import Conflict, RolloutRetiredError
 from ledger.log.records import NewEvent, as_utc
 from ledger.log.rollout_events import (
     ROLLOUT_DELETED,
@@ -337,14 +337,16 @@ def read_ledger_view(conn: Connection, rollout_id: str) -> LedgerView:
     return LedgerView(generation=int(first.generation), retired=first.state == RETIRED, rows=rows)
 
 
-def rollout_generation(conn: Connection, rollout_id: str) -> tuple[int, bool]:
-    """The rollout's current generation and whether it is fenced (0 and False when unknown)."""
+def unfenced_generation(conn: Connection, rollout_id: str) -> int:
+    """The rollout's current generation (0 when unknown); RolloutRetiredError when fenced."""
     row = conn.execute(
         select(rollouts.c.generation, rollouts.c.state).where(rollouts.c.rollout_id == rollout_id)
     ).first()
     if row is None:
-        return 0, False
-    return int(row.generation), row.state == RETIRED
+        return 0
+    if row.state == RETIRED:
+        raise RolloutRetiredError(rollout_id)
+    return int(row.generation)
 
 
 def generation_has_rows(conn: Connection, rollout_id: str, generation: int) -> bool:

@@ -69,48 +69,36 @@ class LineageService:
     async def admission(self, rollout_id: str) -> int:
         """The generation a new call is admitted into; RolloutRetiredError when fenced."""
         validate_rollout_id(rollout_id)
-        generation, retired = await self._store.read_sync(
-            lambda conn: queries.rollout_generation(conn, rollout_id)
+        return await self._store.read_sync(
+            lambda conn: queries.unfenced_generation(conn, rollout_id)
         )
-        if retired:
-            raise RolloutRetiredError(rollout_id)
-        return generation
 
     async def has_rows(self, rollout_id: str) -> tuple[int, bool]:
         """(current generation, any row in it?); RolloutRetiredError when fenced."""
         validate_rollout_id(rollout_id)
 
-        def look(conn: Connection) -> tuple[int, bool | None]:
-            generation, retired = queries.rollout_generation(conn, rollout_id)
-            if retired:
-                return generation, None
+        def look(conn: Connection) -> tuple[int, bool]:
+            generation = queries.unfenced_generation(conn, rollout_id)
             return generation, queries.generation_has_rows(conn, rollout_id, generation)
 
-        generation, found = await self._store.read_sync(look)
-        if found is None:
-            raise RolloutRetiredError(rollout_id)
-        return generation, found
+        return await self._store.read_sync(look)
 
     async def find_rows(
         self, rollout_id: str, *, fingerprint: str | None, model_call_id: str | None
     ) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
         """The plug-in's parent lookup (``resolve``), once per model call: one snapshot on the
-        reader thread (``read_sync``), not a thread hop per statement."""
+        reader thread (``read_sync``), not a thread hop per statement. RolloutRetiredError
+        when fenced."""
         validate_rollout_id(rollout_id)
 
-        def look(conn: Connection) -> tuple[int, list[tuple[int, dict[str, Any]]] | None]:
-            generation, retired = queries.rollout_generation(conn, rollout_id)
-            if retired:
-                return generation, None
+        def look(conn: Connection) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
+            generation = queries.unfenced_generation(conn, rollout_id)
             rows = queries.find_rows(
                 conn, rollout_id, generation, fingerprint=fingerprint, model_call_id=model_call_id
             )
             return generation, rows
 
-        generation, rows = await self._store.read_sync(look)
-        if rows is None:
-            raise RolloutRetiredError(rollout_id)
-        return generation, rows
+        return await self._store.read_sync(look)
 
     async def retire(self, rollout_ids: Sequence[object]) -> RemovalResult:
         ids = validate_rollout_ids(rollout_ids)  # the whole batch first: a bad id changes nothing
