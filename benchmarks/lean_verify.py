@@ -29,7 +29,7 @@ from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
 from ledger.areas.observations.tables import observation_records
 from ledger.gym.capture_attachment import build_capture_attachment
-from ledger.gym.model_calls import ModelCallRecord
+from ledger.gym.model_calls import ModelCallRecord, dump_with_payloads
 from ledger.gym.record import RolloutEvidence, enrich_record
 from ledger.gym.result import RolloutResult
 from ledger.log.canonical import compact_json, parse_json
@@ -45,7 +45,8 @@ _RECORD_FIGURES = ("num_model_calls", "prompt_tokens", "completion_tokens", "tot
 @dataclass
 class _Rollout:
     generation: int
-    positions: list[tuple[str | None, DerivedCall | None]] = field(default_factory=list)
+    # (model_call_id, derivation, exchange) per position; (None, None, None): damaged.
+    positions: list[tuple[str | None, DerivedCall | None, Any]] = field(default_factory=list)
     bundle: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
 
@@ -60,9 +61,11 @@ def _same_text(stored: object, rebuilt: object) -> bool:
 
 def _figures(rollout_id: str, rollout: _Rollout) -> dict[str, Any]:
     records = [
-        ModelCallRecord.model_validate(at_position(derived.call, index))
-        for index, (_, derived) in enumerate(rollout.positions)
-        if derived is not None and derived.call is not None
+        ModelCallRecord.model_validate(
+            dump_with_payloads(at_position(derived.record, index), exchange)
+        )
+        for index, (_, derived, exchange) in enumerate(rollout.positions)
+        if derived is not None and derived.record is not None
     ]
     capture = build_capture_attachment(rollout_id, records, [], include_payloads=True)
     result = RolloutResult.model_validate(rollout.result) if rollout.result else None
@@ -106,9 +109,9 @@ async def lean_verify(engine: AsyncEngine, catalogue: Catalogue) -> tuple[int, i
             if event.kind == MODEL_CALL_CAPTURED and payload is not None:
                 derived = event.derived
                 assert isinstance(derived, DerivedCall)
-                rollout.positions.append((payload["model_call_id"], derived))
+                rollout.positions.append((payload["model_call_id"], derived, payload["exchange"]))
             elif event.kind == MODEL_CALL_DAMAGED:
-                rollout.positions.append((None, None))
+                rollout.positions.append((None, None, None))
             elif event.kind == CAPTURE_CLEARED:
                 rollout.positions = []
             elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
@@ -123,7 +126,7 @@ async def lean_verify(engine: AsyncEngine, catalogue: Catalogue) -> tuple[int, i
             if rollout is None or call["call_index"] >= len(rollout.positions):
                 differences += 1
                 continue
-            model_call_id, derived = rollout.positions[call["call_index"]]
+            model_call_id, derived, _ = rollout.positions[call["call_index"]]
             if derived is None or derived.record is None:
                 differences += not call["damaged"]
                 continue

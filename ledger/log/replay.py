@@ -7,7 +7,10 @@ lookups per event, and a second derivation of a payload that two areas' projecto
 (``EventType.derive``, done once here as the writer's callers do it once before appending).
 
 The scratch database is a throwaway rebuilt from seq 0 on every run: it is written without a
-rollback journal or fsyncs and with a large page cache.
+rollback journal or fsyncs and with a large page cache. It stands in for the log too: a view
+may read the events it applies (the observations view takes a call's payloads from its event
+instead of copying them), so a replay into the scratch copies each page's rows into its
+``events`` table before applying them (``copy_events``).
 """
 
 from __future__ import annotations
@@ -49,14 +52,21 @@ def _set_scratch_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 @contextmanager
 def scratch_database(directory: Path, tables: Sequence[Table]) -> Iterator[Engine]:
-    """An empty SQLite file in ``directory`` with ``tables`` created, for one replay."""
+    """An empty SQLite file in ``directory`` with ``tables`` and ``events`` created, for one
+    replay."""
     engine = create_engine(sqlite_url(directory / "scratch.db", driver="sqlite+pysqlite"))
     event.listen(engine, "connect", _set_scratch_pragmas)
     try:
-        metadata.create_all(engine, tables=list(tables))
+        metadata.create_all(engine, tables=[events, *tables])
         yield engine
     finally:
         engine.dispose()
+
+
+_COPY_EVENT = (
+    f"INSERT INTO events ({', '.join(column.name for column in events.columns)}) "
+    f"VALUES ({', '.join('?' for _ in events.columns)})"
+)
 
 
 class _Kind:
@@ -142,8 +152,10 @@ class Replay:
         projectors: Sequence[Projector],
         *,
         per_event: bool = False,
+        copy_events: bool = False,
     ) -> None:
         self.conn = conn
+        self.copy_events = copy_events
         self.projectors = projectors
         self.decode = EventDecoder(catalogue)
         self.per_event = per_event
@@ -160,8 +172,16 @@ class Replay:
         return handlers
 
     def apply_page(self, rows: Sequence[Row[Any]]) -> None:
-        if rows:
-            self.apply_decoded([self.decode(row) for row in rows])
+        """Apply ``select(events)`` rows (copied into ``conn``'s ``events`` first when
+        ``copy_events``: a scratch database)."""
+        if not rows:
+            return
+        if self.copy_events:
+            # By the driver, in the rows' column order; the time as text, as SQLite keeps it.
+            self.conn.exec_driver_sql(
+                _COPY_EVENT, [(row[0], str(row[1]), *row[2:]) for row in rows]
+            )
+        self.apply_decoded([self.decode(row) for row in rows])
 
     def apply_decoded(self, decoded: Sequence[StoredEvent]) -> None:
         """``apply_page`` of events an ``EventDecoder`` already made of the rows (the

@@ -235,7 +235,7 @@ async def verify_projections(
         scratch_database(Path(scratch_dir), tables) as scratch,
         scratch.begin() as scratch_conn,
     ):
-        replay = Replay(scratch_conn, catalogue, projectors, per_event=per_event)
+        replay = Replay(scratch_conn, catalogue, projectors, per_event=per_event, copy_events=True)
         async for rows in read_pages(source, page=batch):
             replay.apply_page(rows)
             if progress is not None:

@@ -13,9 +13,14 @@ import pytest
 
 from ledger.app.areas import default_projectors
 from ledger.app.bootstrap import catch_up_views
-from ledger.areas.captures.derivation import at_position, derive_call, record_text, trajectory_entry
+from ledger.areas.captures.derivation import (
+    at_position,
+    derive_call,
+    record_text,
+    trajectory_entry_dump,
+)
 from ledger.areas.captures.service import CaptureService
-from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record
+from ledger.gym.model_calls import PAYLOAD_FIELDS, build_model_call_record, dump_with_payloads
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_chain, verify_projections
 from tests.support.exchanges import (
@@ -46,12 +51,15 @@ def test_derived_at_a_position_is_the_record_built_at_that_position(
     except ValueError:
         assert derived.damaged and derived.columns == {"damaged": True}
         return
-    assert derived.record is not None and derived.call is not None
+    assert derived.record is not None
     without = built.model_dump(mode="json", exclude=set(PAYLOAD_FIELDS))
     assert record_text(at_position(derived.record, call_index)) == record_text(without)
-    assert list(at_position(derived.call, call_index)) == list(built.model_dump(mode="json"))
-    assert at_position(derived.call, call_index) == built.model_dump(mode="json")
-    assert derived.trajectory_entry == trajectory_entry(built.model_dump(mode="json"))
+    # The record with payloads as the observations view puts it together: the stored
+    # payload-free record and the event's exchange.
+    call = dump_with_payloads(at_position(derived.record, call_index), exchange)
+    assert list(call) == list(built.model_dump(mode="json"))
+    assert call == built.model_dump(mode="json")
+    assert derived.trajectory_entry == trajectory_entry_dump(built.model_dump(mode="json"))
 
 
 async def test_captures_through_the_service_rebuild_identically(store: LedgerStore) -> None:

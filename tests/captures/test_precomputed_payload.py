@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 import ledger.log.transaction as transaction_module
 from ledger.app.areas import default_catalogue, write_side_projectors
-from ledger.areas.captures.derivation import DerivedCall, at_position, call_text, derive_call
+from ledger.areas.captures.derivation import DerivedCall, derive_call
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.areas.captures.service import (
     PreparedExchange,
@@ -22,6 +22,7 @@ from ledger.areas.captures.service import (
     append_many_command,
     prepare_exchange,
 )
+from ledger.areas.observations.entry_payloads import filled_entry, stored_entry
 from ledger.log import migrate
 from ledger.log.canonical import NotStorable, canonical_bytes, compact_json, sha256_hex
 from ledger.log.encoding import encode_body
@@ -164,9 +165,13 @@ def test_a_prepared_payload_is_canonical_whatever_the_body_holds(changes: dict[s
     prepared = prepare_exchange("r1", exchange)
     body = {"model_call_id": "a", "exchange": exchange}
     assert prepared.payload.text == canonical_bytes(body).decode()
+    # The entry stored without its payloads is filled back to the whole entry's bytes.
     derived = derive_call(exchange)
-    assert isinstance(derived, DerivedCall) and derived.call is not None
-    assert call_text(derived, 3) == compact_json(at_position(derived.call, 3))
+    assert isinstance(derived, DerivedCall) and derived.trajectory_entry is not None
+    stored = stored_entry(derived.trajectory_entry)
+    assert stored.payloads_from_log and stored.text is not None
+    assert len(stored.text) < len(compact_json(derived.trajectory_entry))
+    assert filled_entry(stored.text, exchange) == compact_json(derived.trajectory_entry)
 
 
 def test_encode_body_refuses_an_unstorable_surrogate() -> None:

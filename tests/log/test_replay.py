@@ -109,7 +109,9 @@ def _replayed(
         for projector in projectors:
             if isinstance(projector, ChecksAtEnd):
                 projector.defer_checks()
-        replay = Replay(conn, default_catalogue(), projectors, per_event=per_event)
+        replay = Replay(
+            conn, default_catalogue(), projectors, per_event=per_event, copy_events=True
+        )
         for start in range(0, len(stored), page):
             replay.apply_page(stored[start : start + page])
         for projector in projectors:
@@ -202,7 +204,8 @@ DAMAGE = [
     ("lineage_discarded", "DELETE FROM lineage_discarded"),
     (
         "observation_calls",
-        "UPDATE observation_calls SET call = REPLACE(call, 'policy_model', 'other_model') "
+        "UPDATE observation_calls SET trajectory_entry = "
+        'REPLACE(trajectory_entry, \'"model_call_id":"\', \'"model_call_id":"x\') '
         "WHERE call_index = 3",
     ),
     ("observation_records", "UPDATE observation_records SET resolved = NOT resolved"),

@@ -50,8 +50,9 @@ PROJECTIONS = [
     "observations",
 ]
 # Each projection's version today: the captures' write side is at 2 since the capture view
-# took its derived rows (revision 0018).
-VERSIONS = {**dict.fromkeys(PROJECTIONS, 1), "captures": 2}
+# took its derived rows (revision 0018), the observations view since its entries take their
+# payloads from the log (revision 0021).
+VERSIONS = {**dict.fromkeys(PROJECTIONS, 1), "captures": 2, "observations": 2}
 
 
 class RolloutsProjectorV2(RolloutsProjector):

@@ -1,7 +1,7 @@
 """What the views derive from a captured exchange, computed once per event.
 
 A capture's view rows need its ``ModelCallRecord`` (the capture view's normalised columns and
-payload-free record, the observations view's record with payloads and trajectory entry).
+payload-free record, the observations view's trajectory entry).
 Deriving it (pydantic validation and dumps) is the largest part of applying a capture, and it
 needs no ledger state but the call's position, ``call_index``, which the write side gave it.
 Every derived piece is a function of the exchange alone apart from the ``call_index`` field of
@@ -39,14 +39,13 @@ _PAYLOADS = set(PAYLOAD_FIELDS)
 @dataclass(frozen=True)
 class DerivedCall:
     """``columns``: the capture projection's normalised columns but ``record`` (``{"damaged":
-    True}`` when no record can be built). ``record`` and ``call``: the record's dump without
-    and with payloads, at ``call_index`` 0. ``trajectory_entry``: its ``ng_trajectory`` entry
-    as compact JSON, None when not valid on its own."""
+    True}`` when no record can be built). ``record``: the record's dump without payloads, at
+    ``call_index`` 0. ``trajectory_entry``: its ``ng_trajectory`` entry (a JSON-mode dump,
+    payloads included), None when not valid on its own."""
 
     columns: dict[str, Any]
     record: dict[str, Any] | None
-    call: dict[str, Any] | None
-    trajectory_entry: str | None
+    trajectory_entry: dict[str, Any] | None
 
     @property
     def damaged(self) -> bool:
@@ -70,41 +69,37 @@ def record_text_at(derived: DerivedCall, call_index: int) -> str:
     return record_text(at_position(derived.record, call_index))
 
 
-def trajectory_entry(call: Mapping[str, Any]) -> str | None:
-    """A call's entry in ``ng_trajectory.model_calls`` as the full projection dumps it (compact
-    JSON), from its record dump WITH payloads; None when the entry is not valid on its own
-    (then a record with this call is always rebuilt in full)."""
+def trajectory_entry_dump(call: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A call's entry in ``ng_trajectory.model_calls`` as the full projection dumps it, from its
+    record dump WITH payloads; None when the entry is not valid on its own (then a record with
+    this call is always rebuilt in full)."""
     try:
         entry = TrajectoryModelCall.model_validate(trajectory_model_call(call))
     except (ValidationError, ValueError):
         return None
-    return compact_json(entry.model_dump(mode="json"))
+    return entry.model_dump(mode="json")
+
+
+def trajectory_entry(call: Mapping[str, Any]) -> str | None:
+    """``trajectory_entry_dump`` as compact JSON: the entry's text in a full record."""
+    entry = trajectory_entry_dump(call)
+    return None if entry is None else compact_json(entry)
 
 
 def derive_call(exchange: Any) -> DerivedCall:
     """The capture's derivation: its fields validated into Gym's ``ModelCallRecord`` and
-    dumped, the dump with payloads, and its trajectory entry; ``_DAMAGED`` when the exchange
-    makes no record."""
+    dumped, and its trajectory entry; ``_DAMAGED`` when the exchange makes no record."""
     try:
         fields = record_fields(exchange, 0)
         built = ModelCallRecord.model_validate(fields)
     except ValueError:  # pydantic's ValidationError is one
         return _DAMAGED
     record = built.model_dump(mode="json", exclude=_PAYLOADS)
-    call = dump_with_payloads(record, exchange)
-    return DerivedCall(
-        _columns(record, len(built.tool_calls)), record, call, trajectory_entry(call)
-    )
+    entry = trajectory_entry_dump(dump_with_payloads(record, exchange))
+    return DerivedCall(_columns(record, len(built.tool_calls)), record, entry)
 
 
-def call_text(derived: DerivedCall, call_index: int) -> str:
-    """The stored call (``observation_calls.call``): ``derived.call`` at ``call_index`` as
-    compact JSON."""
-    assert derived.call is not None
-    return compact_json(at_position(derived.call, call_index))
-
-
-_DAMAGED = DerivedCall({"damaged": True}, None, None, None)
+_DAMAGED = DerivedCall({"damaged": True}, None, None)
 
 
 def _columns(record: Mapping[str, Any], tool_calls: int) -> dict[str, Any]:

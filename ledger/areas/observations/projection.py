@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 
-from ledger.areas.captures.derivation import DerivedCall, at_position, call_text
+from ledger.areas.captures.derivation import DerivedCall, trajectory_entry_dump
 from ledger.areas.captures.events import (
     CAPTURE_CLEARED,
     CAPTURE_MARKED_INCOMPLETE,
@@ -26,7 +26,8 @@ from ledger.areas.captures.events import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
-from ledger.areas.observations.capture_only import CaptureOnlyAssembler, trajectory_entry
+from ledger.areas.observations.capture_only import CaptureOnlyAssembler
+from ledger.areas.observations.entry_payloads import stored_entry
 from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
 from ledger.areas.observations.queries import (
     AREA_TABLES,
@@ -130,7 +131,8 @@ class ObservationsProjector:
     """
 
     name = "observations"
-    version = 1
+    # 2: entries take their payloads from the log, no ``call`` (revision 0021).
+    version = 2
     follows_log = True
     tables: tuple[Table, ...] = AREA_TABLES
 
@@ -294,9 +296,10 @@ class ObservationsProjector:
     def _keep_calls(
         self, conn: Connection, rollout_id: str, pending: _Pending
     ) -> list[tuple[dict[str, Any], bool]]:
-        """Keep each captured call's record with payloads, at the position the capture
-        projector gave it: its stored payload-free record plus the exchange's payloads, so the
-        record is derived once per capture (by the capture projector), not twice.
+        """Keep each captured call's trajectory entry (its payloads left in the event:
+        entry_payloads.py), at the position the capture view gave it. The entry comes from the
+        page's derivation (``StoredEvent.derived``) when there is one, so a capture is derived
+        once for both views.
 
         Returns each kept call's metric figures and whether it has a trajectory entry, in
         ``call_index`` order, for the rollout's running totals."""
@@ -306,18 +309,16 @@ class ObservationsProjector:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
-            if isinstance(derived, DerivedCall) and derived.call is not None:
-                # Derived before the writer at position 0 (derivation.py): only the position
-                # is put in; the entry does not depend on it.
-                record = at_position(derived.record or {}, position.call_index)
-                text = call_text(derived, position.call_index)
-                entry = derived.trajectory_entry
+            if isinstance(derived, DerivedCall) and derived.record is not None:
+                # Derived at position 0 (derivation.py): neither the figures nor the entry
+                # depend on the position.
+                record, entry = derived.record, derived.trajectory_entry
             else:
                 record = parse_json(position.record)
-                call = dump_with_payloads(record, exchange)
-                text = compact_json(call)
-                entry = trajectory_entry(call)
-            store_call(conn, rollout_id, pending.generation, position.call_index, text, entry)
+                entry = trajectory_entry_dump(dump_with_payloads(record, exchange))
+            store_call(
+                conn, rollout_id, pending.generation, position.call_index, stored_entry(entry)
+            )
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
         return kept
 

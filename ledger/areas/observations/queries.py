@@ -27,6 +27,7 @@ from sqlalchemy.sql.sqltypes import NullType
 
 from ledger.areas.captures.queries import load_state_and_counts, merge_gaps
 from ledger.areas.captures.tables import capture_calls
+from ledger.areas.observations.entry_payloads import StoredEntry, filled_entry
 from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
 from ledger.areas.observations.tables import (
     observation_calls,
@@ -35,11 +36,11 @@ from ledger.areas.observations.tables import (
     observation_tool_calls,
 )
 from ledger.gym.capture_attachment import build_capture_attachment
-from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord
-from ledger.log.canonical import compact_json
+from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord, dump_with_payloads
+from ledger.log.canonical import compact_json, parse_json
 from ledger.log.driver import DriverQuery, DriverStatement
 from ledger.log.ended_generations import delete_rollouts
-from ledger.log.tables import rollouts
+from ledger.log.tables import events, rollouts
 
 AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
 
@@ -61,11 +62,14 @@ _SELECT_INPUTS = DriverQuery(
         observation_records.c.call_totals,
     ).where(observation_records.c.rollout_id == _ROLLOUT)
 )
+# A generation's calls with payloads: each stored record and its event's payload.
 _SELECT_CALLS = DriverQuery(
-    select(observation_calls.c.call)
-    .where(observation_calls.c.rollout_id == _ROLLOUT)
-    .where(observation_calls.c.generation == _GENERATION)
-    .order_by(observation_calls.c.call_index)
+    select(capture_calls.c.record, events.c.payload)
+    .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
+    .where(capture_calls.c.rollout_id == _ROLLOUT)
+    .where(capture_calls.c.generation == _GENERATION)
+    .where(capture_calls.c.record.is_not(None))
+    .order_by(capture_calls.c.call_index)
 )
 _SELECT_POSITIONS = DriverQuery(
     select(
@@ -99,9 +103,18 @@ _SELECT_FIGURES = DriverQuery(
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
 )
+# An entry's event is joined only when the entry takes its payloads from it.
+_ENTRY_EVENT = (events.c.seq == capture_calls.c.seq) & (
+    observation_calls.c.payloads_from_log == true()
+)
 _SELECT_PIECES = DriverQuery(
-    select(capture_calls.c.record, observation_calls.c.trajectory_entry)
-    .select_from(_CALL_JOIN)
+    select(
+        capture_calls.c.record,
+        observation_calls.c.trajectory_entry,
+        observation_calls.c.payloads_from_log,
+        events.c.payload.label("event_payload"),
+    )
+    .select_from(_CALL_JOIN.outerjoin(events, _ENTRY_EVENT))
     .where(observation_calls.c.rollout_id == _ROLLOUT)
     .where(observation_calls.c.generation == _GENERATION)
     .order_by(observation_calls.c.call_index)
@@ -184,24 +197,30 @@ def captured_positions(
 
 
 def store_call(
-    conn: Connection,
-    rollout_id: str,
-    generation: int,
-    call_index: int,
-    call_text: str,
-    trajectory_entry: str | None,
+    conn: Connection, rollout_id: str, generation: int, call_index: int, entry: StoredEntry
 ) -> None:
-    """One kept call: ``call_text``, its record with payloads as compact JSON."""
+    """One kept call: its trajectory entry as stored (entry_payloads.py)."""
     _INSERT_CALL.execute(
         conn,
         {
             "rollout_id": rollout_id,
             "generation": generation,
             "call_index": call_index,
-            "call": call_text,
-            "trajectory_entry": trajectory_entry,
+            "trajectory_entry": entry.text,
+            "payloads_from_log": entry.payloads_from_log,
         },
     )
+
+
+def entry_text(row: Row[Any]) -> str | None:
+    """A stored entry's whole text, its payloads filled from ``row.event_payload`` when it
+    takes them from its event."""
+    text: str | None = row.trajectory_entry
+    if text is None or not row.payloads_from_log:
+        return text
+    if row.event_payload is None:
+        raise ValueError("a stored trajectory entry's event has no payload")
+    return filled_entry(str(text), parse_json(row.event_payload)["exchange"])
 
 
 def count_call_totals(conn: Connection, rollout_id: str, generation: int) -> CallTotals:
@@ -219,7 +238,7 @@ def count_call_totals(conn: Connection, rollout_id: str, generation: int) -> Cal
 def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
     """The JSON each stored call puts into a capture-only record, in ``call_index`` order."""
     rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    return [CallPiece(str(row.record), row.trajectory_entry) for row in rows]
+    return [CallPiece(str(row.record), entry_text(row)) for row in rows]
 
 
 def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
@@ -240,11 +259,16 @@ def forget_rollouts(conn: Connection, ended: Sequence[tuple[str, int]]) -> None:
 def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:
     """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge).
 
-    Calls come from ``observation_calls`` (records with payloads, in ``call_index`` order);
-    the merge gaps from the capture projection's ``capture_state`` row.
+    Calls come from the capture view's records (``capture_calls``, in ``call_index`` order)
+    with their payloads from their events; the merge gaps from the capture tables.
     """
     rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    records = [ModelCallRecord.model_validate_json(row.call) for row in rows]
+    records = [
+        ModelCallRecord.model_validate(
+            dump_with_payloads(parse_json(row.record), parse_json(row.payload)["exchange"])
+        )
+        for row in rows
+    ]
     gaps = capture_gaps_of(conn, rollout_id, generation)
     return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
 
@@ -369,6 +393,8 @@ _RECORD_AND_PIECES = (
         observation_records.c.assembled,
         capture_calls.c.record.label("capture_entry"),
         observation_calls.c.trajectory_entry,
+        observation_calls.c.payloads_from_log,
+        events.c.payload.label("event_payload"),
     )
     .select_from(
         observation_records.outerjoin(
@@ -376,12 +402,14 @@ _RECORD_AND_PIECES = (
             (observation_calls.c.rollout_id == observation_records.c.rollout_id)
             & (observation_calls.c.generation == observation_records.c.generation)
             & (observation_records.c.assembled == true()),
-        ).outerjoin(
+        )
+        .outerjoin(
             capture_calls,
             (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
             & (capture_calls.c.generation == observation_calls.c.generation)
             & (capture_calls.c.call_index == observation_calls.c.call_index),
         )
+        .outerjoin(events, _ENTRY_EVENT)
     )
     .where(observation_records.c.rollout_id == _ROLLOUT)
     .order_by(observation_calls.c.call_index)
@@ -395,7 +423,7 @@ def _record_text(rows: Sequence[Row[Any]]) -> str | None:
     if not first.assembled:
         return str(first.record)
     pieces = [
-        CallPiece(str(row.capture_entry), row.trajectory_entry)
+        CallPiece(str(row.capture_entry), entry_text(row))
         for row in rows
         if row.capture_entry is not None
     ]

@@ -2,10 +2,9 @@
 
 ``observation_records`` is one row per rollout (its current generation): the inputs that
 supersede (latest bundle, latest result), the enriched record as readers get it, and its perf
-figures as columns for SQL. ``observation_calls`` keeps each captured call's record WITH its
-payloads, because the trajectory carries them and projections cannot read the event log during
-``ledger verify``. ``observation_tool_calls`` and ``observation_gaps`` are the trajectory's tool
-calls and gaps, one row each, for the SQL views.
+figures as columns for SQL. ``observation_calls`` keeps each captured call's trajectory entry,
+its payloads left in the event (entry_payloads.py). ``observation_tool_calls`` and
+``observation_gaps`` are the trajectory's tool calls and gaps, one row each, for the SQL views.
 """
 
 from __future__ import annotations
@@ -31,12 +30,13 @@ observation_calls = Table(
     Column("rollout_id", String(200), primary_key=True),
     Column("generation", Integer, primary_key=True),
     Column("call_index", Integer, primary_key=True),
-    # Gym's ModelCallRecord dump with payloads, compact JSON in Gym's field order.
-    Column("call", Text, nullable=False),
     # The call's entry in ng_trajectory.model_calls (compact JSON), derived once at capture so
     # a capture-only rollout's record is put together without re-deriving every call
-    # (projections/capture_only.py). NULL: not derivable (or stored before revision 0005).
+    # (projections/capture_only.py). NULL: not derivable.
     Column("trajectory_entry", Text, nullable=True),
+    # True: the entry's request and response are markers a read fills from the call's event
+    # (entry_payloads.py); false: the entry is stored whole.
+    Column("payloads_from_log", Boolean, nullable=False, server_default=false()),
 )
 
 observation_records = Table(
