@@ -57,6 +57,16 @@ def _old_calls(conn: Connection) -> dict[tuple[str, int], tuple[str, str | None]
     return {(row[0], row[1]): (row[2], row[3]) for row in conn.execute(text(query))}
 
 
+def _stored_records(conn: Connection) -> dict[str, tuple[str, bool]]:
+    query = "SELECT rollout_id, record, payloads_from_log FROM observation_records"
+    return {row[0]: (row[1], bool(row[2])) for row in conn.execute(text(query))}
+
+
+def _old_records(conn: Connection) -> dict[str, str]:
+    query = "SELECT rollout_id, record FROM observation_records"
+    return {row[0]: row[1] for row in conn.execute(text(query))}
+
+
 def _version(conn: Connection) -> int:
     query = "SELECT version FROM projection_versions WHERE projection = 'observations'"
     return int(conn.execute(text(query)).scalar_one())
@@ -89,7 +99,14 @@ async def test_0021_down_and_up_with_captures(empty_database_url: str) -> None:
     # has the entries stored whole).
     assert all(row[4] and json.loads(row[3])["request"] == REQUEST_MARKER for row in calls)
 
+    stored = await run_on(url, _stored_records)
+    # The whole record (r2 has a result) names its calls' events; the templates do not.
+    assert {rollout_id for rollout_id, (_, marked) in stored.items() if marked} == {"r2"}
+    assert "ledger:request@" in stored["r2"][0] and "ledger:response@" in stored["r2"][0]
+
     await migrate.downgrade(url, BEFORE)
+    # The whole record as the code before stores it: the bytes a read gave.
+    assert (await run_on(url, _old_records))["r2"] == records["r2"]
     old = await run_on(url, _old_calls)
     positions: dict[str, int] = {}
     for rollout_id, exchange in exchanges:
@@ -111,6 +128,7 @@ async def test_0021_down_and_up_with_captures(empty_database_url: str) -> None:
     assert rebuild is not None and rebuild.stale == []
     assert await run_on(url, _version) == 2
     assert await run_on(url, _calls) == calls
+    assert await run_on(url, _stored_records) == stored
     store = _store(url)
     await store.open()
     try:

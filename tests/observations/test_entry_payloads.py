@@ -1,6 +1,6 @@
-"""A trajectory entry stored without its payloads is filled back to the whole entry's bytes
-(areas/observations/entry_payloads.py), whatever the payloads hold; an entry whose other fields
-hold a marker's text is stored whole."""
+"""A trajectory entry or a whole record stored without its captured payloads is filled back to
+the whole bytes (areas/observations/entry_payloads.py, record_payloads_from_log.py), whatever the
+payloads hold; one whose other fields hold a marker's text is stored whole."""
 
 from __future__ import annotations
 
@@ -15,7 +15,18 @@ from ledger.areas.observations.entry_payloads import (
     filled_entry,
     stored_entry,
 )
+from ledger.areas.observations.record_payloads_from_log import (
+    CapturedCall,
+    filled_record,
+    marked_seqs,
+    stored_record,
+)
+from ledger.gym.capture_attachment import build_capture_attachment
+from ledger.gym.model_calls import build_model_call_record
+from ledger.gym.record import RolloutEvidence, enrich_record
+from ledger.gym.result import RolloutResult
 from ledger.log.canonical import compact_json
+from tests.observations.support import EXAMPLE_RESULT
 from tests.support.exchanges import chat_exchange, messages_exchange, responses_exchange
 
 
@@ -64,3 +75,35 @@ def test_an_entry_holding_a_markers_text_elsewhere_is_stored_whole() -> None:
 
 def test_an_underivable_entry_is_stored_as_none() -> None:
     assert stored_entry(None).text is None and not stored_entry(None).payloads_from_log
+
+
+# ---- whole records (record_payloads_from_log.py) ---------------------------------------------
+
+
+def _whole_record(exchanges: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A rollout's enriched record with a result (Gym's pipeline), and its calls by id."""
+    records = [build_model_call_record(e, index) for index, e in enumerate(exchanges)]
+    capture = build_capture_attachment("r", records, [], include_payloads=True)
+    result = RolloutResult.model_validate(EXAMPLE_RESULT)
+    record = enrich_record(RolloutEvidence(rollout_id="r", capture=capture, result=result))
+    captured = {e["model_call_id"]: CapturedCall(10 + n, e) for n, e in enumerate(exchanges)}
+    return record, captured
+
+
+def test_a_whole_record_fills_back_to_its_text() -> None:
+    exchanges = [EXCHANGES[name] for name in ("chat", "raw-text", "small-floats", "huge-int")]
+    exchanges = [{**e, "model_call_id": f"c{n}"} for n, e in enumerate(exchanges)]
+    record, captured = _whole_record(exchanges)
+    stored = stored_record(record, captured)
+    assert stored.payloads_from_log
+    assert marked_seqs(stored.text) == {10, 11, 12, 13}
+    by_seq = {call.seq: call.exchange for call in captured.values()}
+    assert filled_record(stored.text, by_seq) == compact_json(record)
+    assert len(stored.text) < len(compact_json(record))
+
+
+def test_a_whole_record_holding_a_markers_pattern_elsewhere_is_stored_whole() -> None:
+    record, captured = _whole_record([{**EXCHANGES["chat"], "model_call_id": "c0"}])
+    record = {**record, "note": "\x00ledger:request@10\x00"}
+    stored = stored_record(record, captured)
+    assert not stored.payloads_from_log and stored.text == compact_json(record)

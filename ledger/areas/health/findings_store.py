@@ -48,11 +48,12 @@ def records_by_id(conn: Connection, rollout_ids: Sequence[str]) -> dict[str, str
                 observation_records.c.rollout_id,
                 observation_records.c.record,
                 observation_records.c.assembled,
+                observation_records.c.payloads_from_log,
             ).where(observation_records.c.rollout_id.in_(chunk))
         )
         for row in rows.all():
             text = str(row.record)
-            if row.assembled:  # a template: its calls' pieces are filled in on read
+            if row.assembled or row.payloads_from_log:  # filled in on read
                 text = read_record_text_sync(conn, row.rollout_id) or text
             found[row.rollout_id] = text
     return found

@@ -44,6 +44,7 @@ from ledger.areas.observations.queries import (
     store_call,
     write_record,
 )
+from ledger.areas.observations.record_payloads_from_log import CapturedCall, stored_record
 from ledger.areas.observations.record_pieces import CallTotals, fill
 from ledger.gym.model_calls import AGGREGATE_FIELDS, dump_with_payloads
 from ledger.gym.record import TRAJECTORY_PROJECTION_FAILED, RolloutEvidence, enrich_record
@@ -77,8 +78,14 @@ def _gaps_of(document: object) -> list[Mapping[str, Any]]:
     return [gap for gap in document["gaps"] if isinstance(gap, Mapping)]
 
 
-def project(rollout_id: str, inputs: RecordInputs, capture: dict[str, Any]) -> ProjectedRecord:
-    """The enriched record of one rollout generation and the rows the SQL views read."""
+def project(
+    rollout_id: str,
+    inputs: RecordInputs,
+    capture: dict[str, Any],
+    captured: Mapping[str, CapturedCall],
+) -> ProjectedRecord:
+    """The enriched record of one rollout generation and the rows the SQL views read; its text
+    takes the captured calls' payloads from the log (``captured``: where each call's are)."""
     result = RolloutResult.model_validate(inputs.result) if inputs.result is not None else None
     record = enrich_record(
         RolloutEvidence(
@@ -93,9 +100,11 @@ def project(rollout_id: str, inputs: RecordInputs, capture: dict[str, Any]) -> P
     else:
         gaps = [(name, gap) for name in GAP_DOCUMENTS for gap in _gaps_of(record.get(name))]
         tool_calls = []
+    stored = stored_record(record, captured)
     return ProjectedRecord(
         record=record,
-        text=compact_json(record),
+        text=stored.text,
+        payloads_from_log=stored.payloads_from_log,
         assembled=False,
         perf=perf_columns(record),
         task_id=identity.task_id,
@@ -278,14 +287,14 @@ class ObservationsProjector:
             assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs)
         if assembled is not None and not check:
             return assembled
-        capture = load_capture_attachment(conn, rollout_id, inputs.generation)
-        full = project(rollout_id, inputs, capture)
+        capture, captured = load_capture_attachment(conn, rollout_id, inputs.generation)
+        full = project(rollout_id, inputs, capture, captured)
         if assembled is not None:
             # Checking (``ledger verify``): the template is kept only if it gives exactly the
             # full record, so a template the writer stored that does not is reported.
             pieces = load_call_pieces(conn, rollout_id, inputs.generation)
             if (
-                fill(assembled.text, pieces) == full.text
+                fill(assembled.text, pieces) == compact_json(full.record)
                 and assembled.perf == full.perf
                 and assembled.gaps == full.gaps
                 and assembled.tool_calls == full.tool_calls

@@ -28,6 +28,12 @@ from sqlalchemy.sql.sqltypes import NullType
 from ledger.areas.captures.queries import load_state_and_counts, merge_gaps
 from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.entry_payloads import StoredEntry, filled_entry
+from ledger.areas.observations.record_payloads_from_log import (
+    CapturedCall,
+    chunks,
+    filled_record,
+    marked_seqs,
+)
 from ledger.areas.observations.record_pieces import CallPiece, CallTotals, fill
 from ledger.areas.observations.tables import (
     observation_calls,
@@ -64,7 +70,9 @@ _SELECT_INPUTS = DriverQuery(
 )
 # A generation's calls with payloads: each stored record and its event's payload.
 _SELECT_CALLS = DriverQuery(
-    select(capture_calls.c.record, events.c.payload)
+    select(
+        capture_calls.c.seq, capture_calls.c.model_call_id, capture_calls.c.record, events.c.payload
+    )
     .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
     .where(capture_calls.c.rollout_id == _ROLLOUT)
     .where(capture_calls.c.generation == _GENERATION)
@@ -256,21 +264,27 @@ def forget_rollouts(conn: Connection, ended: Sequence[tuple[str, int]]) -> None:
         delete_rollouts(conn, table, ended)
 
 
-def load_capture_attachment(conn: Connection, rollout_id: str, generation: int) -> dict[str, Any]:
-    """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge).
+def load_capture_attachment(
+    conn: Connection, rollout_id: str, generation: int
+) -> tuple[dict[str, Any], dict[str, CapturedCall]]:
+    """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge),
+    and where each call's payloads are in the log, by ``model_call_id``.
 
     Calls come from the capture view's records (``capture_calls``, in ``call_index`` order)
     with their payloads from their events; the merge gaps from the capture tables.
     """
     rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    records = [
-        ModelCallRecord.model_validate(
-            dump_with_payloads(parse_json(row.record), parse_json(row.payload)["exchange"])
+    records = []
+    captured = {}
+    for row in rows:
+        exchange = parse_json(row.payload)["exchange"]
+        records.append(
+            ModelCallRecord.model_validate(dump_with_payloads(parse_json(row.record), exchange))
         )
-        for row in rows
-    ]
+        captured[str(row.model_call_id)] = CapturedCall(int(row.seq), exchange)
     gaps = capture_gaps_of(conn, rollout_id, generation)
-    return build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+    attachment = build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+    return attachment, captured
 
 
 def capture_gaps_of(conn: Connection, rollout_id: str, generation: int) -> list[dict[str, Any]]:
@@ -292,6 +306,8 @@ class ProjectedRecord:
     trajectory_rollout_id: str | None
     tool_calls: list[Mapping[str, Any]]
     gaps: list[tuple[str, Mapping[str, Any]]]
+    # ``text`` holds markers a read fills from the log (record_payloads_from_log.py).
+    payloads_from_log: bool = False
 
 
 def perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,6 +355,7 @@ def write_record(
         "gap_count": len(projected.gaps),
         "record": projected.text,
         "assembled": projected.assembled,
+        "payloads_from_log": projected.payloads_from_log,
         "call_totals": inputs.call_totals.dump() if inputs.call_totals.count else None,
         **projected.perf,
     }
@@ -391,6 +408,7 @@ _RECORD_AND_PIECES = (
     select(
         observation_records.c.record,
         observation_records.c.assembled,
+        observation_records.c.payloads_from_log.label("record_payloads_from_log"),
         capture_calls.c.record.label("capture_entry"),
         observation_calls.c.trajectory_entry,
         observation_calls.c.payloads_from_log,
@@ -430,17 +448,46 @@ def _record_text(rows: Sequence[Row[Any]]) -> str | None:
     return fill(str(first.record), pieces)
 
 
+# The exchanges of the events a stored record takes payloads from. Events never change, so
+# this second statement cannot see another state than the record's.
+_EVENT_PAYLOADS = select(events.c.seq, events.c.payload).where(
+    events.c.seq.in_(bindparam("p_seqs", expanding=True))
+)
+
+
+def _exchanges(rows: Sequence[Row[Any]]) -> dict[int, Any]:
+    return {int(row.seq): parse_json(row.payload)["exchange"] for row in rows}
+
+
+def _takes_payloads_from_log(rows: Sequence[Row[Any]]) -> bool:
+    return bool(rows) and bool(rows[0].record_payloads_from_log)
+
+
 async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
     """The enriched record (JSON text) of the rollout's current generation, exactly the bytes
-    a reader gets (a template filled with its pieces: store/record_pieces.py)."""
+    a reader gets (a template filled with its pieces: store/record_pieces.py; a whole record's
+    payloads filled from the log: record_payloads_from_log.py)."""
     rows = (await conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id})).all()
-    return _record_text(rows)
+    text = _record_text(rows)
+    if text is None or not _takes_payloads_from_log(rows):
+        return text
+    exchanges: dict[int, Any] = {}
+    for seqs in chunks(marked_seqs(text)):
+        exchanges |= _exchanges((await conn.execute(_EVENT_PAYLOADS, {"p_seqs": seqs})).all())
+    return filled_record(text, exchanges)
 
 
 def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
     """``read_record_text`` on a synchronous connection (``LedgerStore.read_sync``,
     migrations)."""
-    return _record_text(conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id}).all())
+    rows = conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id}).all()
+    text = _record_text(rows)
+    if text is None or not _takes_payloads_from_log(rows):
+        return text
+    exchanges: dict[int, Any] = {}
+    for seqs in chunks(marked_seqs(text)):
+        exchanges |= _exchanges(conn.execute(_EVENT_PAYLOADS, {"p_seqs": seqs}).all())
+    return filled_record(text, exchanges)
 
 
 @dataclass(frozen=True)
@@ -483,6 +530,7 @@ async def export_page(
             observation_records.c.last_seq,
             observation_records.c.record,
             observation_records.c.assembled,
+            observation_records.c.payloads_from_log,
         ).select_from(observation_records),
         selection,
         after_seq=after_seq,
@@ -491,7 +539,7 @@ async def export_page(
     page = []
     for row in rows:
         record = str(row.record)
-        if row.assembled:  # a template: read it again with its pieces, in one statement
+        if row.assembled or row.payloads_from_log:  # read again, filled
             record = await read_record_text(conn, row.rollout_id) or record
         page.append(ExportedRecord(row.rollout_id, row.last_seq, record))
     return page

@@ -70,6 +70,9 @@ observation_records = Table(
     # ``assembled``, a template a read fills with the calls' pieces (store/record_pieces.py).
     Column("record", Text, nullable=False),
     Column("assembled", Boolean, nullable=False, server_default=false()),
+    # True: a whole record (not ``assembled``) whose captured calls' payloads are markers a
+    # read fills from their events (record_payloads_from_log.py).
+    Column("payloads_from_log", Boolean, nullable=False, server_default=false()),
     # Running totals over the generation's stored calls (store/record_pieces.py CallTotals,
     # JSON): a capture updates them instead of reading every earlier call. NULL: no call.
     Column("call_totals", Text, nullable=True),

@@ -1,7 +1,10 @@
 """A call's payloads are kept once, in its event: ``observation_calls`` loses ``call`` (the record
 with payloads, which the observations view now puts together from ``capture_calls.record`` and
 the event) and its trajectory entries hold a marker in place of their request and response,
-which a read takes from the event (``payloads_from_log``, areas/observations/entry_payloads.py).
+which a read takes from the event (``payloads_from_log``, areas/observations/entry_payloads.py);
+a whole record (``observation_records``, not a template) holds a marker naming the event where
+its trajectory entry's value is the captured call's (``payloads_from_log``,
+areas/observations/record_payloads_from_log.py).
 
 No projection code is needed either way, so the rows are converted here and nothing is rebuilt:
 - up, each stored entry gets its markers (the same text the view's version 2 writes);
@@ -17,6 +20,7 @@ Create Date: 2026-12-06
 """
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +38,8 @@ VIEW = "observations"
 VERSION_BEFORE, VERSION_AFTER = 1, 2
 REQUEST_MARKER = "\x00ledger:entry-request\x00"
 RESPONSE_MARKER = "\x00ledger:entry-response\x00"
+# A marker in a whole record, as its JSON text spells it: which value, from which event.
+RECORD_MARKER = re.compile(r'"\\u0000ledger:(request|response)@([0-9]+)\\u0000"')
 # A record's payload fields, in field order, and the field they come before.
 PAYLOAD_FIELDS = ("request", "response", "request_raw", "response_raw")
 FIELD_AFTER_PAYLOADS = "tool_calls"
@@ -53,6 +59,19 @@ SELECT_FILLED = (
     f"ORDER BY o.rollout_id, o.generation, o.call_index LIMIT {PAGE}"
 )
 WHERE_KEY = "WHERE rollout_id = :r AND generation = :g AND call_index = :i"
+SELECT_RECORDS = (
+    "SELECT rollout_id, generation, record FROM observation_records "
+    "WHERE NOT assembled AND rollout_id > :after ORDER BY rollout_id LIMIT 100"
+)
+SELECT_CAPTURED = (
+    "SELECT c.seq, c.model_call_id, e.payload FROM capture_calls c "
+    "JOIN events e ON e.seq = c.seq WHERE c.rollout_id = :r AND c.generation = :g "
+    "AND c.record IS NOT NULL"
+)
+SELECT_MARKED = (
+    "SELECT rollout_id, record FROM observation_records "
+    "WHERE payloads_from_log AND rollout_id > :after ORDER BY rollout_id LIMIT 100"
+)
 
 
 def _compact(value: Any) -> str:
@@ -103,7 +122,87 @@ def upgrade() -> None:
                 changed.append({"entry": hollow, "r": rollout_id, "g": generation, "i": call_index})
         if changed:
             op.get_bind().execute(update, changed)
+    _records_up()
     _record_version(VERSION_BEFORE, VERSION_AFTER)
+
+
+def _hollow_record(record: dict[str, Any], captured: dict[str, tuple[int, Any]]) -> str | None:
+    """The record with a marker where an entry's value is its captured call's; None: whole."""
+    trajectory = record.get("ng_trajectory")
+    calls = trajectory.get("model_calls") if isinstance(trajectory, dict) else None
+    if not captured or not isinstance(calls, list):
+        return None
+    markers, hollow_calls = 0, []
+    for entry in calls:
+        found = captured.get(entry.get("model_call_id")) if isinstance(entry, dict) else None
+        if found is None:
+            hollow_calls.append(entry)
+            continue
+        seq, exchange = found
+        hollow = dict(entry)
+        for name, value in _entry_payloads(_payloads(exchange)).items():
+            if value is not None and _compact(entry.get(name)) == _compact(value):
+                hollow[name] = f"\x00ledger:{name}@{seq}\x00"
+                markers += 1
+        hollow_calls.append(hollow)
+    if not markers:
+        return None
+    assert isinstance(trajectory, dict)
+    text = _compact({**record, "ng_trajectory": {**trajectory, "model_calls": hollow_calls}})
+    return text if len(RECORD_MARKER.findall(text)) == markers else None
+
+
+def _records_up() -> None:
+    bind = op.get_bind()
+    # Not a batch (a copy of the table on SQLite): the SQL views over the table stay valid.
+    op.add_column(
+        "observation_records",
+        sa.Column("payloads_from_log", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
+    update = sa.text(
+        "UPDATE observation_records SET record = :record, payloads_from_log = TRUE "
+        "WHERE rollout_id = :r"
+    )
+    after = ""
+    while rows := bind.execute(sa.text(SELECT_RECORDS), {"after": after}).all():
+        after = rows[-1][0]
+        for rollout_id, generation, text in rows:
+            found = bind.execute(sa.text(SELECT_CAPTURED), {"r": rollout_id, "g": generation})
+            captured = {
+                str(call_id): (int(seq), json.loads(payload)["exchange"])
+                for seq, call_id, payload in found
+                if payload is not None
+            }
+            hollow = _hollow_record(json.loads(text), captured)
+            if hollow is not None:
+                bind.execute(update, {"record": hollow, "r": rollout_id})
+
+
+def _filled_record(text: str, values: dict[int, dict[str, Any]]) -> str:
+    return RECORD_MARKER.sub(lambda match: _compact(values[int(match[2])][match[1]]), text)
+
+
+def _records_down() -> None:
+    bind = op.get_bind()
+    update = sa.text("UPDATE observation_records SET record = :record WHERE rollout_id = :r")
+    after = ""
+    while rows := bind.execute(sa.text(SELECT_MARKED), {"after": after}).all():
+        after = rows[-1][0]
+        for rollout_id, text in rows:
+            seqs = sorted({int(match[2]) for match in RECORD_MARKER.finditer(text)})
+            found = bind.execute(
+                sa.text("SELECT seq, payload FROM events WHERE seq IN :seqs").bindparams(
+                    sa.bindparam("seqs", expanding=True)
+                ),
+                {"seqs": seqs},
+            )
+            values = {
+                int(seq): _entry_payloads(_payloads(json.loads(payload)["exchange"]))
+                for seq, payload in found
+            }
+            bind.execute(update, {"record": _filled_record(text, values), "r": rollout_id})
+    # Both backends drop a column in place (SQLite since 3.35), the SQL views left as they are.
+    op.execute("ALTER TABLE observation_records DROP COLUMN payloads_from_log")
 
 
 def _payloads(exchange: Any) -> dict[str, Any]:
@@ -134,6 +233,7 @@ def _call(record: dict[str, Any], payloads: dict[str, Any]) -> dict[str, Any]:
 
 
 def downgrade() -> None:
+    _records_down()
     with op.batch_alter_table("observation_calls") as batch:
         batch.add_column(sa.Column("call", sa.Text(), nullable=False, server_default=""))
     update = sa.text(
