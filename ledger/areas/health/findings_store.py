@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.health.row_figures import stored_columns
 from ledger.areas.health.tables import health_findings
-from ledger.areas.observations.queries import read_record_text_sync
+from ledger.areas.observations.queries import read_exchanges_sync, read_record_text_sync
+from ledger.areas.observations.record_payloads_from_log import filled_record, marked_seqs
 from ledger.areas.observations.tables import observation_records
 from ledger.gym.health.compact import CompactDigest, compact_digest
 from ledger.log.canonical import parse_json
@@ -51,11 +52,18 @@ def records_by_id(conn: Connection, rollout_ids: Sequence[str]) -> dict[str, str
                 observation_records.c.payloads_from_log,
             ).where(observation_records.c.rollout_id.in_(chunk))
         )
+        from_log: dict[str, str] = {}
         for row in rows.all():
             text = str(row.record)
-            if row.assembled or row.payloads_from_log:  # filled in on read
+            if row.assembled:  # a template: its calls' pieces are filled in on read
                 text = read_record_text_sync(conn, row.rollout_id) or text
+            elif row.payloads_from_log:  # filled below, the chunk's events read at once
+                from_log[row.rollout_id] = text
             found[row.rollout_id] = text
+        seqs = {seq for text in from_log.values() for seq in marked_seqs(text)}
+        exchanges = read_exchanges_sync(conn, seqs) if seqs else {}
+        for rollout_id, text in from_log.items():
+            found[rollout_id] = filled_record(text, exchanges)
     return found
 
 

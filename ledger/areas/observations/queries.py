@@ -463,6 +463,13 @@ def _takes_payloads_from_log(rows: Sequence[Row[Any]]) -> bool:
     return bool(rows) and bool(rows[0].record_payloads_from_log)
 
 
+async def _read_exchanges(conn: AsyncConnection, seqs: set[int]) -> dict[int, Any]:
+    exchanges: dict[int, Any] = {}
+    for chunk in chunks(seqs):
+        exchanges |= _exchanges((await conn.execute(_EVENT_PAYLOADS, {"p_seqs": chunk})).all())
+    return exchanges
+
+
 async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
     """The enriched record (JSON text) of the rollout's current generation, exactly the bytes
     a reader gets (a template filled with its pieces: store/record_pieces.py; a whole record's
@@ -471,10 +478,15 @@ async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None
     text = _record_text(rows)
     if text is None or not _takes_payloads_from_log(rows):
         return text
+    return filled_record(text, await _read_exchanges(conn, marked_seqs(text)))
+
+
+def read_exchanges_sync(conn: Connection, seqs: set[int]) -> dict[int, Any]:
+    """The exchanges of these captures' events, by seq (whole records' payloads)."""
     exchanges: dict[int, Any] = {}
-    for seqs in chunks(marked_seqs(text)):
-        exchanges |= _exchanges((await conn.execute(_EVENT_PAYLOADS, {"p_seqs": seqs})).all())
-    return filled_record(text, exchanges)
+    for chunk in chunks(seqs):
+        exchanges |= _exchanges(conn.execute(_EVENT_PAYLOADS, {"p_seqs": chunk}).all())
+    return exchanges
 
 
 def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
@@ -484,10 +496,7 @@ def read_record_text_sync(conn: Connection, rollout_id: str) -> str | None:
     text = _record_text(rows)
     if text is None or not _takes_payloads_from_log(rows):
         return text
-    exchanges: dict[int, Any] = {}
-    for seqs in chunks(marked_seqs(text)):
-        exchanges |= _exchanges(conn.execute(_EVENT_PAYLOADS, {"p_seqs": seqs}).all())
-    return filled_record(text, exchanges)
+    return filled_record(text, read_exchanges_sync(conn, marked_seqs(text)))
 
 
 @dataclass(frozen=True)
@@ -536,13 +545,24 @@ async def export_page(
         after_seq=after_seq,
     )
     rows = (await conn.execute(query.order_by(observation_records.c.last_seq).limit(limit))).all()
-    page = []
+    texts = []
     for row in rows:
         record = str(row.record)
-        if row.assembled or row.payloads_from_log:  # read again, filled
+        if row.assembled:  # a template: read it again with its pieces, in one statement
             record = await read_record_text(conn, row.rollout_id) or record
-        page.append(ExportedRecord(row.rollout_id, row.last_seq, record))
-    return page
+        texts.append(record)
+    # The page's whole records take their payloads from the log: one read of those events.
+    marked = [row.payloads_from_log and not row.assembled for row in rows]
+    seqs = {
+        seq for text, fill in zip(texts, marked, strict=True) if fill for seq in marked_seqs(text)
+    }
+    exchanges = await _read_exchanges(conn, seqs) if seqs else {}
+    return [
+        ExportedRecord(
+            row.rollout_id, row.last_seq, filled_record(text, exchanges) if fill else text
+        )
+        for row, text, fill in zip(rows, texts, marked, strict=True)
+    ]
 
 
 async def count_exported(conn: AsyncConnection, selection: ExportFilter) -> int:
