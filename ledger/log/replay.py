@@ -8,9 +8,10 @@ lookups per event, and a second derivation of a payload that two areas' projecto
 
 The scratch database is a throwaway rebuilt from seq 0 on every run: it is written without a
 rollback journal or fsyncs and with a large page cache. It stands in for the log too: a view
-may read the events it applies (the observations view takes a call's payloads from its event
-instead of copying them), so a replay into the scratch copies each page's rows into its
-``events`` table before applying them (``copy_events``).
+may read the payloads of the events it applies (the observations view takes a call's payloads
+from its event instead of copying them), so a replay into the scratch copies each page's seqs
+and payloads into its ``events`` table before applying them (``copy_events``): what a view may
+read of an event, without the log's other columns and indexes.
 """
 
 from __future__ import annotations
@@ -52,21 +53,24 @@ def _set_scratch_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 @contextmanager
 def scratch_database(directory: Path, tables: Sequence[Table]) -> Iterator[Engine]:
-    """An empty SQLite file in ``directory`` with ``tables`` and ``events`` created, for one
-    replay."""
+    """An empty SQLite file in ``directory`` with ``tables`` and the events' seqs and payloads
+    created, for one replay."""
     engine = create_engine(sqlite_url(directory / "scratch.db", driver="sqlite+pysqlite"))
     event.listen(engine, "connect", _set_scratch_pragmas)
     try:
-        metadata.create_all(engine, tables=[events, *tables])
+        metadata.create_all(engine, tables=list(tables))
+        with engine.begin() as conn:
+            conn.exec_driver_sql(_SCRATCH_EVENTS)
         yield engine
     finally:
         engine.dispose()
 
 
-_COPY_EVENT = (
-    f"INSERT INTO events ({', '.join(column.name for column in events.columns)}) "
-    f"VALUES ({', '.join('?' for _ in events.columns)})"
-)
+# Where a ``select(events)`` row holds the seq and the payload.
+_SEQ_AT = list(events.columns.keys()).index("seq")
+_PAYLOAD_AT = list(events.columns.keys()).index("payload")
+_SCRATCH_EVENTS = "CREATE TABLE events (seq INTEGER PRIMARY KEY, payload TEXT)"
+_COPY_EVENT = "INSERT INTO events (seq, payload) VALUES (?, ?)"
 
 
 class _Kind:
@@ -177,9 +181,8 @@ class Replay:
         if not rows:
             return
         if self.copy_events:
-            # By the driver, in the rows' column order; the time as text, as SQLite keeps it.
             self.conn.exec_driver_sql(
-                _COPY_EVENT, [(row[0], str(row[1]), *row[2:]) for row in rows]
+                _COPY_EVENT, [(row[_SEQ_AT], row[_PAYLOAD_AT]) for row in rows]
             )
         self.apply_decoded([self.decode(row) for row in rows])
 
