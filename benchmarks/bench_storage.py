@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_captures import exchange
-from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.app.areas import default_catalogue, view_projectors, write_side_projectors
 from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.events import MODEL_CALL_CAPTURED, ModelCallCaptured
 from ledger.areas.observations.service import ObservationService
@@ -78,13 +78,15 @@ async def _write(path: Path, captures: int, *, results: bool) -> int:
     return jsonl
 
 
-def _tables(path: Path) -> tuple[int, list[tuple[str, int]]]:
+def _tables(path: Path) -> tuple[int, list[tuple[str, str, int]]]:
+    """The file's size and each table's and index's pages: (name, its table, bytes)."""
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         rows = conn.execute(
-            "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            "SELECT d.name, COALESCE(s.tbl_name, d.name), SUM(d.pgsize) FROM dbstat d "
+            "LEFT JOIN sqlite_schema s ON s.name = d.name GROUP BY d.name ORDER BY 3 DESC"
         ).fetchall()
-    return path.stat().st_size, [(str(name), int(size)) for name, size in rows]
+    return path.stat().st_size, [(str(name), str(table), int(size)) for name, table, size in rows]
 
 
 def measure(captures: int, *, results: bool) -> None:
@@ -101,8 +103,14 @@ def measure(captures: int, *, results: bool) -> None:
         f"({per / (jsonl / captures):.2f}x the lines; target {TARGET_BYTES:,} B: "
         f"{'met' if per <= TARGET_BYTES else 'missed'})"
     )
-    for name, table_size in tables[:8]:
+    for name, _, table_size in tables[:8]:
         print(f"    {name:40} {table_size / captures:8,.0f} B a capture")
+    # The floor of any design of the views: what the log and the write side take alone.
+    views = {table.name for projector in view_projectors() for table in projector.tables}
+    floor = sum(table_size for _, table, table_size in tables if table not in views)
+    print(
+        f"  of which the log and the write side (the floor without views) {floor / captures:,.0f} B"
+    )
 
 
 def main(argv: list[str]) -> None:
