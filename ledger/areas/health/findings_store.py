@@ -151,11 +151,18 @@ def delete_orphans(conn: Connection) -> int:
     return int(conn.execute(delete(health_findings).where(_orphaned())).rowcount or 0)
 
 
+_HIGH_WATER = select(func.max(health_findings.c.last_seq))
+
+
 async def high_water(conn: AsyncConnection) -> int:
     """The last_seq up to which every record has been checked (the follower writes its pages
     in last_seq order, each in one transaction)."""
-    value = (await conn.execute(select(func.max(health_findings.c.last_seq)))).scalar()
-    return int(value or 0)
+    return int((await conn.execute(_HIGH_WATER)).scalar() or 0)
+
+
+def stored_high_water(conn: Connection) -> int:
+    """``high_water`` on a synchronous connection."""
+    return int(conn.execute(_HIGH_WATER).scalar() or 0)
 
 
 @dataclass(frozen=True)

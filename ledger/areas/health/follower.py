@@ -143,18 +143,30 @@ class HealthFollower:
         if self._high_water is None:
             await self._resume()
         assert self._high_water is not None
-        after_seq, limit = self._high_water, self._page_size
+        remembered, limit = self._high_water, self._page_size
 
-        def changed(conn: Connection) -> tuple[int, list[findings_store.StoredRecordRow]]:
+        def changed(conn: Connection) -> tuple[int, int, list[findings_store.StoredRecordRow]]:
             snapshot(conn)  # each record's seq and text from one snapshot
+            # Rows removed under the mark (another process reset the views to rebuild them,
+            # which empties the findings with them; a tombstone took the newest rows): the
+            # records from there are checked again, or a rebuilt record that kept its
+            # last_seq would never be.
+            after_seq = min(remembered, findings_store.stored_high_water(conn))
             # The records' own newest change, not the log's head: the views may be far
             # behind the log, and a record changes when the views apply its events.
             head = findings_store.newest_record_change(conn)
-            return head, findings_store.changed_records(
-                conn, after_seq=after_seq, limit=limit, upto_seq=upto_seq
+            return (
+                after_seq,
+                head,
+                findings_store.changed_records(
+                    conn, after_seq=after_seq, limit=limit, upto_seq=upto_seq
+                ),
             )
 
-        head, records = await self._store.read_sync(changed)
+        after_seq, head, records = await self._store.read_sync(changed)
+        if after_seq < remembered:
+            log.info("health findings removed past seq %d: checking records again", after_seq)
+            self._high_water = after_seq
         self._heads.observe(time.monotonic(), head)
         if not records:
             return 0
