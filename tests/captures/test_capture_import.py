@@ -130,3 +130,34 @@ async def test_import_keeps_a_reused_id_with_other_content_as_evidence(
         ]
     finally:
         await store.close()
+
+
+async def test_import_keeps_a_line_holding_a_nul_as_evidence(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The HTTP boundary refuses a NUL (PostgreSQL's text cannot hold one, and both backends
+    take the same); a capture line holding one is damaged evidence, so no view has to store it."""
+    directory = tmp_path / "captures"
+    directory.mkdir()
+    held = responses_exchange(model_call_id="nul")
+    held["response"] = {**held["response"], "status": "comp\x00leted"}
+    escaped_backslash = chat_exchange(model_call_id="not-nul", text="a \\u0000 b")
+    lines = [
+        serialize_capture_line(chat_exchange(model_call_id="c0")),
+        serialize_capture_line(held),
+        serialize_capture_line(escaped_backslash),
+    ]
+    (directory / "r1.capture.jsonl").write_text("\n".join(lines) + "\n")
+    result = await _import(database_url, tmp_path, directory)
+    assert result.exit_code == 0, result.output
+    assert "3 lines: 2 captured, 1 damaged" in result.output
+    store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
+    await store.open()
+    try:
+        served = await CaptureService(store).model_calls("r1", payloads=False)
+        assert [c["model_call_id"] for c in served["calls"]] == ["c0", "not-nul"]
+        assert served["gaps"] == [
+            {"code": "model_call_capture_records_unreadable", "detail": "count=1"}
+        ]
+    finally:
+        await store.close()

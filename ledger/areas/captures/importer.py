@@ -46,6 +46,7 @@ from ledger.areas.evidence.intent_lines import (
 from ledger.areas.evidence.service import MAX_INTENTS, record_intents_in
 from ledger.areas.runs.commands import RunLabelConflict, apply_label, check_label
 from ledger.gym.capture_lines import parse_capture_text
+from ledger.gym.finite_json import NUL_MESSAGE, holds_nul
 from ledger.gym.ids import is_valid_rollout_id
 from ledger.log.canonical import sha256_hex
 from ledger.log.encoding import holds_same_payload
@@ -134,7 +135,10 @@ def import_line(
         except ValueError as exc:  # a lone surrogate
             damage = f"not storable JSON ({exc})"
         else:
-            if model_call_id is not None:
+            # JSON text spells a NUL only as an escape: the walk runs only for such a line.
+            if b"\\u0000" in line.raw and holds_nul(exchange):
+                damage = NUL_MESSAGE
+            elif model_call_id is not None:
                 generation = tx.generation_of(rollout_id)
                 existing = find_call(tx.conn, rollout_id, generation, model_call_id)
                 if existing is not None and holds_same_payload(existing.exchange_sha256, payload):
