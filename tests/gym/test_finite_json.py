@@ -29,5 +29,5 @@ def test_holds_nul_finds_a_nul_in_any_string(value: Any, held: bool) -> None:
 
 @pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "1e999"])
 def test_loads_finite_refuses_what_is_not_a_finite_number(text: str) -> None:
-    with pytest.raises(ValueError, match="is not JSON|beyond the range of a float"):
+    with pytest.raises(ValueError, match=r"is not JSON|beyond the range of a float"):
         loads_finite(text)
