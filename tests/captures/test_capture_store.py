@@ -11,19 +11,12 @@ from sqlalchemy.engine import make_url
 from ledger.app.areas import default_catalogue, default_projectors
 from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.service import CaptureService
-from ledger.gym.finite_json import NUL_MESSAGE
 from ledger.log.adhoc import run_readonly_query
-from ledger.log.errors import InvalidPayload
 from ledger.log.records import NewEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_projections
-from tests.support.exchanges import (
-    chat_exchange,
-    failed_exchange,
-    messages_exchange,
-    responses_exchange,
-)
+from tests.support.exchanges import chat_exchange, failed_exchange, messages_exchange
 
 
 @pytest.fixture
@@ -109,25 +102,3 @@ async def test_views_answer_from_the_databases_own_shell(
     out, errors = await shell.communicate()
     assert shell.returncode == 0, errors.decode()
     assert out.decode().strip() == "r1|2|137"
-
-
-async def test_an_exchange_holding_a_nul_is_refused_in_process_too(store: LedgerStore) -> None:
-    """The HTTP body parser refuses a NUL; the service refuses it for in-process callers (the
-    proxy's sink), one item of a batch alone, so no view meets a string it cannot store."""
-    captures = CaptureService(store)
-    held = responses_exchange(model_call_id="nul")
-    held["response"] = {**held["response"], "status": "comp\x00leted"}
-    with pytest.raises(InvalidPayload, match=r"exchange: holds a NUL character"):
-        await captures.append("r1", held)
-    results = await captures.append_many(
-        [
-            {"rollout_id": "r1", "exchange": chat_exchange(model_call_id="ok")},
-            {"rollout_id": "r1", "exchange": held},
-            {"rollout_id": "r1", "exchange": chat_exchange(model_call_id="x", text="\\u0000")},
-        ]
-    )
-    assert [result.status for result in results] == [201, 422, 201]
-    assert results[1].detail == f"items.1.exchange: {NUL_MESSAGE}"
-    await catch_up_views(store)
-    served = await captures.model_calls("r1", payloads=False)
-    assert [call["model_call_id"] for call in served["calls"]] == ["ok", "x"]

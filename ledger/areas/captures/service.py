@@ -41,7 +41,6 @@ from ledger.areas.runs.commands import LabelCheck, apply_label, check_label, lab
 from ledger.areas.runs.labels import check_run_label
 from ledger.gym.capture_attachment import build_capture_attachment, capture_attachment
 from ledger.gym.capture_lines import CaptureExchange
-from ledger.gym.finite_json import NUL_MESSAGE, holds_nul
 from ledger.gym.ids import validate_rollout_id
 from ledger.gym.model_calls import (
     AGGREGATE_FIELDS,
@@ -175,10 +174,6 @@ def prepare_exchange(
         payload = encode_body({"model_call_id": exchange["model_call_id"], "exchange": exchange})
     except ValueError as exc:  # a lone surrogate where the model does not look
         raise InvalidPayload(f"{prefix}: not storable JSON: {exc}") from None
-    # The HTTP body parser refuses a NUL; in-process callers (the proxy) meet this check. The
-    # canonical text spells a NUL only as an escape, so the walk runs only when it holds one.
-    if "\\u0000" in payload.text and holds_nul(exchange):
-        raise InvalidPayload(f"{prefix}: {NUL_MESSAGE}")
     return PreparedExchange(rollout_id=checked_id, payload=payload)
 
 
