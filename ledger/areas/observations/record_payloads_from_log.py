@@ -39,6 +39,9 @@ class CapturedCall:
 
 @dataclass(frozen=True)
 class StoredRecord:
+    """What ``observation_records`` keeps of a whole record: its text, and whether the text
+    holds markers a read fills from the log."""
+
     text: str
     payloads_from_log: bool
 
