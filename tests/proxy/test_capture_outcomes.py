@@ -10,6 +10,7 @@ incomplete marker, so what the reopened ledger shows is all the recorder will ev
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,46 @@ async def test_an_answer_over_the_capture_limit_marks_the_rollout_incomplete(
     [record], gaps = await _stored(settings, "r-large")
     assert (record["status_code"], record["response"], record["response_raw"]) == (200, None, None)
     assert "model_call_capture_incomplete" in gaps
+
+
+def _chat_answer(model: str, content: str) -> bytes:
+    body = json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    ).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
+async def test_a_nul_the_views_would_write_to_a_column_is_not_captured(
+    tmp_path: Path, database_url: str
+) -> None:
+    """PostgreSQL's text cannot hold a NUL: one in a string the capture view keeps as a column
+    (the response's ``model``) would stop the views at that event, so the recorder refuses it,
+    as it refuses NaN. In a payload's content the log keeps it (escaped) and nothing stops."""
+    async with raw_server(answering(_chat_answer("m\x00x", "fine"))) as (origin, _):
+        settings = _settings(tmp_path, database_url, f"http://{origin.host}:{origin.port}")
+        refused, registry = await _call_then_shut_down(settings, "r-nul-column")
+    assert refused.status_code == 200
+    assert registry.get_sample_value(
+        "ledger_proxy_capture_failures_total", {"reason": "http_422"}
+    ) == (1)
+    # The capture lost, the rollout is marked incomplete, as for any failed capture.
+    assert await _stored(settings, "r-nul-column") == ([], ["model_call_capture_incomplete"])
+    async with raw_server(answering(_chat_answer("m", "a \x00 b"))) as (origin, _):
+        settings = _settings(tmp_path, database_url, f"http://{origin.host}:{origin.port}")
+        kept, registry = await _call_then_shut_down(settings, "r-nul-content")
+    assert kept.status_code == 200
+    assert _capture_failures(registry) == 0
+    [record], gaps = await _stored(settings, "r-nul-content")
+    assert record["model"] == "m" and gaps == []

@@ -131,6 +131,17 @@ def _columns(record: Mapping[str, Any], tool_calls: int) -> dict[str, Any]:
     }
 
 
+def column_holds_nul(exchange: Any) -> bool:
+    """Whether a string the capture view writes to a text column holds a NUL, which
+    PostgreSQL's text cannot (the view would stop at the event). A NUL elsewhere in the
+    exchange is kept, escaped, by the log and by the views' JSON texts."""
+    model_call_id = exchange.get("model_call_id") if isinstance(exchange, Mapping) else None
+    if isinstance(model_call_id, str) and "\x00" in model_call_id:
+        return True
+    columns = derive_call(exchange).columns
+    return any(isinstance(value, str) and "\x00" in value for value in columns.values())
+
+
 def derived_of(derived: object, exchange: Any) -> DerivedCall:
     """The derivation handed over with the event, else derived now."""
     return derived if isinstance(derived, DerivedCall) else derive_call(exchange)

@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ledger.areas.captures.derivation import column_holds_nul
 from ledger.areas.captures.service import CaptureService
+from ledger.gym.finite_json import holds_nul
 from ledger.gym.observed_calls import ObservedCall, exchange_of, is_finite_json
 
 log = logging.getLogger(__name__)
 
+COLUMN_NUL = "a NUL character (\\u0000) in a field the ledger keeps as a text column"
 # (rollout_id, the call): what the recorder hands a sink, in its queue's order.
 Observed = tuple[str, ObservedCall]
 
@@ -67,6 +70,10 @@ async def append_observed(
             continue
         if not is_finite_json(exchange):
             outcomes.append(Outcome(422, "exchange: NaN or Infinity is not JSON; not stored"))
+            continue
+        # The derivation runs only for the rare exchange that holds a NUL at all.
+        if holds_nul(exchange) and column_holds_nul(exchange):
+            outcomes.append(Outcome(422, f"exchange: {COLUMN_NUL}; not stored"))
             continue
         outcomes.append(Outcome(None, "not appended"))
         positions.append(position)
