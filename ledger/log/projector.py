@@ -21,7 +21,9 @@ class Projector(Protocol):
     when ``apply`` (or ``apply_many``) returns, every row of those events is written, because
     the next decision may read them by SQL; their ``flush`` and ``discard`` do nothing. The
     views (``Area.views``) follow the log a page at a time in their own transaction
-    (log/projection_follower.py): they may keep work for ``flush`` at the end of the page.
+    (log/projection_follower.py): they may keep work for ``flush`` at the end of the page, and
+    may read the payloads of the events they apply from ``events`` rather than copy them (a
+    replay into a scratch file copies each page's seqs and payloads there: log/replay.py).
 
     ``version`` names the rows the code writes: raise it whenever a change would make them
     differ from what the projector wrote before (a new column's values, another derivation).
