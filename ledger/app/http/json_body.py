@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from ledger.gym.finite_json import NUL_MESSAGE
 from ledger.log.errors import InvalidPayload
 
 INT64_MIN = -(2**63)
@@ -450,14 +451,14 @@ def _problem_at(
                 if not _is_unicode(key):
                     return BodyProblem((*path, key), "key is not valid Unicode (a lone surrogate)")
                 if "\x00" in key:
-                    return BodyProblem((*path, key), _NUL_MESSAGE)
+                    return BodyProblem((*path, key), NUL_MESSAGE)
         return None
     if isinstance(node, _NonFinite):
         return BodyProblem(path, node.describe())
     if isinstance(node, str) and not _is_unicode(node):
         return BodyProblem(path, "not valid Unicode (a lone surrogate)")
     if isinstance(node, str) and "\x00" in node:
-        return BodyProblem(path, _NUL_MESSAGE)
+        return BodyProblem(path, NUL_MESSAGE)
     if (
         not wide_integers
         and isinstance(node, int)
@@ -466,9 +467,6 @@ def _problem_at(
     ):
         return BodyProblem(path, "integer outside the signed 64-bit range")
     return None
-
-
-_NUL_MESSAGE = "holds a NUL character (\\u0000), which the ledger does not store"
 
 
 def _is_unicode(text: str) -> bool:
