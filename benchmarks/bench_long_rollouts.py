@@ -24,10 +24,13 @@ import uuid
 from pathlib import Path
 
 from benchmarks.bench_captures import exchange
-from ledger.app.areas import default_catalogue, view_projectors, write_side_projectors
+from ledger.app.areas import (
+    default_catalogue,
+    views_follower,
+    write_side_projectors,
+)
 from ledger.areas.captures.service import CaptureService
 from ledger.log import migrate
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 
 DESCRIPTION = "single captures into one long rollout: record template vs full rebuild per capture"
@@ -42,7 +45,7 @@ async def _per_capture_ms(
     await migrate.upgrade(url)
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
-    follower = ProjectionFollower(store, view_projectors(check_templates=not assemble))
+    follower = views_follower(store, check_templates=not assemble)
     captures = CaptureService(store)
     figures: dict[int, float] = {}
     try:

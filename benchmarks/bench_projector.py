@@ -40,12 +40,11 @@ from benchmarks.rawhttp import RawConnection
 from ledger.app.areas import (
     default_catalogue,
     default_projectors,
-    view_projectors,
+    views_follower,
     write_side_projectors,
 )
 from ledger.areas.health.findings_store import verdict_counts
 from ledger.log import migrate
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_projections
 from ledger.mirror.checkpoint import read_lag
@@ -75,7 +74,7 @@ async def catch_up_views(url: str) -> tuple[int, float]:
     await store.open()
     try:
         started = time.perf_counter()
-        applied = await ProjectionFollower(store, view_projectors()).catch_up()
+        applied = await views_follower(store).catch_up()
         return applied, time.perf_counter() - started
     finally:
         await store.close()

@@ -26,9 +26,11 @@ from ledger.mirror.base import MirrorArea
 @dataclass(frozen=True)
 class ProjectionOptions:
     """How the projectors are built: ``check_templates`` for ``ledger verify`` (an area may
-    then check what it stored in a cheaper form against a full rebuild)."""
+    then check what it stored in a cheaper form against a full rebuild); ``build``, the build
+    whose tables a view writes (log/view_builds.py; None: the stable tables, a scratch file's)."""
 
     check_templates: bool = False
+    build: int | None = None
 
 
 def _no_projectors(options: ProjectionOptions) -> list[Projector]:

@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ledger.app.areas import (
     default_catalogue,
     default_projectors,
-    derived_from_views,
     view_projectors,
+    views_follower,
     write_side_projectors,
 )
 from ledger.app.config import Settings
@@ -238,13 +238,13 @@ def build_projector(
     follower on this process's own store."""
     if settings.projector == "process":
         return ProjectorProcess(settings)
-    return ProjectionFollower(store, view_projectors())
+    return views_follower(store)
 
 
 async def catch_up_views(store: LedgerStore) -> int:
     """Bring the views to the head now (a command that wrote with no server running:
     ``ledger import``, the CLI's writes); the events applied."""
-    return await ProjectionFollower(store, view_projectors()).catch_up()
+    return await views_follower(store).catch_up()
 
 
 def build_otlp_export(
@@ -359,7 +359,6 @@ async def upgrade_database(
         url,
         default_catalogue(),
         default_projectors(),
-        derived=derived_from_views(),
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
         progress=progress,

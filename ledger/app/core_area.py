@@ -12,6 +12,7 @@ from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.tables import events, log_identity, rollouts
+from ledger.log.view_builds import view_builds
 from ledger.log.view_checkpoints import view_checkpoints
 from ledger.log.view_failures import view_failures
 from ledger.mirror.tables import mirror_checkpoints
@@ -31,6 +32,7 @@ CORE = Area(
         mirror_checkpoints,
         projection_versions,
         view_checkpoints,
+        view_builds,
         view_failures,
     ),
     projectors=_projectors,

@@ -21,11 +21,10 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
-from ledger.app.areas import default_catalogue, default_mirror_areas, view_projectors
+from ledger.app.areas import default_catalogue, default_mirror_areas, views_follower
 from ledger.app.config import Settings
 from ledger.areas.health.follower import HealthFollower
 from ledger.child_process import START_TIMEOUT_S, ChildProcess
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.mirror.election import Election, projector_election_for
 from ledger.mirror.follower import MirrorFollower, build_follower
@@ -79,7 +78,7 @@ class _Follower(Protocol):
 def projector_followers(settings: Settings, store: LedgerStore) -> list[_Follower]:
     """What the projector runs: the views' follower, the mirror's (when the mirror is on) and
     the health checks' (when they are on and this is where they run)."""
-    followers: list[_Follower] = [ProjectionFollower(store, view_projectors())]
+    followers: list[_Follower] = [views_follower(store)]
     if settings.mirror_enabled:
         followers.append(build_mirror(settings, store))
     if settings.health_follower_home == "projector":

@@ -94,10 +94,11 @@ class Freshness:
                 why = "the projector is behind or not running"
                 if failing is not None and failing.seq <= seq:
                     why = failing.describe()
-                elif status.rebuild_until is not None:
+                elif status.building is not None:
                     why = (
-                        f"an upgrade is rebuilding the views from the log "
-                        f"(seq {status.projected} of {status.rebuild_until})"
+                        f"an upgrade is building the views beside the live ones (seq "
+                        f"{status.building.seq} of {status.head}); the live views answer as of "
+                        f"seq {status.projected} until it is swapped in"
                     )
                 raise ViewsBehind(
                     f"the views have reached seq {reached}, not yet {seq}, after "

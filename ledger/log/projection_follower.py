@@ -14,6 +14,12 @@ next and goes on. Events are immutable (``ledger compact`` only redacts payloads
 a tombstone already ended, whose rows every view drops), so a page decoded before the write
 transaction is the page the transaction would have read.
 
+The views are written in the tables of a build (view_builds.py). Normally the follower applies
+the log to the live build, whose checkpoints readers wait for. While an upgrade's build runs
+beside it, the follower applies the log to that build instead, from its own checkpoint, and
+the step that brings it to the head swaps it in, in the same transaction; the live build is
+left as it was until then.
+
 It runs in the projector process ``ledger serve`` starts (``ledger project``; projector.py of
 the app), or as a task of the serving process (``LEDGER_PROJECTOR=in-server``), and on demand
 (``catch_up``: ``ledger import``, ``ledger verify``, tests).
@@ -25,21 +31,30 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Connection, Row, Table, delete, func, select
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ledger.log.commit_signal import CommitSignal
 from ledger.log.errors import LedgerError, ViewsStopped
+from ledger.log.projection_versions import record_versions
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.replay import EventDecoder, Replay
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
+from ledger.log.view_builds import (
+    Builds,
+    ViewBuild,
+    is_lock_timeout,
+    read_builds,
+    swap_in,
+    write_build_seq,
+)
 from ledger.log.view_checkpoints import projected_seq, rebuild_until, write_projected_seq
 from ledger.log.view_failures import (
     ViewFailure,
@@ -68,6 +83,9 @@ class Progress:
     # must reach, while one runs.
     failing: ViewFailure | None = None
     rebuild_until: int | None = None
+    # The build an upgrade started beside the live views, while it runs (its ``seq``: how far
+    # it has applied the log).
+    building: ViewBuild | None = None
 
     @property
     def behind(self) -> int:
@@ -80,14 +98,35 @@ def read_progress(conn: Connection, names: Sequence[str]) -> Progress:
 
 
 def read_status(conn: Connection, names: Sequence[str]) -> Progress:
-    """``read_progress`` with the views' failure and rebuild, in one snapshot."""
+    """``read_progress`` with the views' failure and build, in one snapshot."""
     progress = read_progress(conn, names)
     return Progress(
         projected=progress.projected,
         head=progress.head,
         failing=read_failure(conn, names),
         rebuild_until=rebuild_until(conn, names),
+        building=read_builds(conn).building,
     )
+
+
+# The views on the tables of a build (``None``: the stable tables, for checks of what they are).
+ViewsOfBuild = Callable[[int | None], Sequence[Projector]]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a step applies its page: the live build from the views' checkpoints, or the build
+    running beside it from its own."""
+
+    build: int
+    after: int
+    building: bool
+
+
+def _target_of(conn: Connection, builds: Builds, names: Sequence[str]) -> _Target:
+    if builds.building is not None:
+        return _Target(builds.building.build, builds.building.seq, building=True)
+    return _Target(builds.live.build, projected_seq(conn, names), building=False)
 
 
 class _PageRefused(Exception):
@@ -98,11 +137,16 @@ class ProjectionFollower:
     def __init__(
         self,
         store: LedgerStore,
-        views: Sequence[Projector],
+        views_of: ViewsOfBuild,
         *,
+        derived: Sequence[Table] = (),
         page_events: int = PAGE_EVENTS,
         idle_poll_s: float = IDLE_POLL_S,
     ) -> None:
+        """``views_of(build)``: fresh views on a build's tables. ``derived``: the tables
+        computed from the views' rows (``Area.derived_from_views``), emptied when a build is
+        swapped in, since they were computed from the old build's rows."""
+        views = list(views_of(None))
         if not views:
             raise ValueError("a projection follower needs at least one view")
         write_side = [view.name for view in views if not view.follows_log]
@@ -112,8 +156,12 @@ class ProjectionFollower:
                 f"{', '.join(write_side)}"
             )
         self._store = store
-        self._views = list(views)
+        self._views_of = views_of
+        # The views of the build the steps apply to, made again when that build changes.
+        self._views: tuple[int, list[Projector]] | None = None
         self.names = tuple(view.name for view in views)
+        self._stable_tables = [table for view in views for table in view.tables]
+        self._derived = list(derived)
         self._page_events = page_events
         self._idle_poll_s = idle_poll_s
         self._decode = EventDecoder(store.catalogue)
@@ -127,15 +175,30 @@ class ProjectionFollower:
         self._reported_seq = 0
 
     async def progress(self) -> Progress:
-        return await self._store.read_sync(lambda conn: read_progress(conn, self.names))
+        """How far the views are, from the build this follower applies to: the live one's
+        checkpoints, or the one being built."""
+
+        def look(conn: Connection) -> Progress:
+            progress = read_progress(conn, self.names)
+            building = read_builds(conn).building
+            if building is None:
+                return progress
+            return Progress(projected=building.seq, head=progress.head, building=building)
+
+        return await self._store.read_sync(look)
+
+    def _views_of_build(self, build: int) -> list[Projector]:
+        if self._views is None or self._views[0] != build:
+            self._views = (build, list(self._views_of(build)))
+        return self._views[1]
 
     async def step(self) -> int:
         """Apply one page: the number of events applied (0 when the views are at the head).
         ``ViewsStopped`` when a view cannot apply the next event (recorded in
         ``view_failures``)."""
         while True:
-            after, rows = await self._store.read_sync(self._read_page)
-            if not rows:
+            target, rows = await self._store.read_sync(self._read_page)
+            if not rows and not target.building:
                 return 0
             try:
                 decoded = await asyncio.to_thread(self._decode_page, rows)
@@ -144,7 +207,7 @@ class ProjectionFollower:
                 continue
             try:
                 applied: int | None = await self._store.execute(
-                    functools.partial(self._apply_page, after, decoded)
+                    functools.partial(self._apply_page, target, decoded)
                 )
             except _PageRefused as exc:
                 await self._refused(rows, exc.__cause__ or exc)
@@ -152,6 +215,8 @@ class ProjectionFollower:
             if applied is not None:
                 self.moved.notify()
                 return applied
+            if not rows:
+                return 0  # the build was swapped in, here or by another follower
             # Another follower applied the page meanwhile: read the next one.
 
     async def _refused(self, rows: Sequence[Row[Any]], cause: BaseException) -> None:
@@ -169,45 +234,81 @@ class ProjectionFollower:
             log.error("the views cannot apply the event at seq %d", seq, exc_info=cause)
         raise ViewsStopped(f"the views cannot apply the event at seq {seq}: {error}") from cause
 
-    def _read_page(self, conn: Connection) -> tuple[int, Sequence[Row[Any]]]:
-        after = projected_seq(conn, self.names)
+    def _read_page(self, conn: Connection) -> tuple[_Target, Sequence[Row[Any]]]:
+        target = _target_of(conn, read_builds(conn), self.names)
+        after = target.after
         limit = 1 if after < self._one_at_a_time_through else self._page_events
         rows = conn.execute(
             select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
         ).all()
-        return after, rows
+        return target, rows
 
     def _decode_page(self, rows: Sequence[Row[Any]]) -> list[StoredEvent]:
         return [self._decode(row) for row in rows]
 
     def _apply_page(
-        self, after: int, decoded: Sequence[StoredEvent], tx: WriteTransaction
+        self, target: _Target, decoded: Sequence[StoredEvent], tx: WriteTransaction
     ) -> int | None:
         """The decoded page applied and the checkpoint moved, in the writer's transaction; None
-        when the views are no longer where the page was read from."""
+        when the views are no longer where the page was read from. A build that reaches the
+        head is swapped in (the page may be empty then)."""
         conn = tx.conn
-        if projected_seq(conn, self.names) != after:
+        builds = read_builds(conn)
+        if _target_of(conn, builds, self.names) != target:
             return None
-        replay = Replay(conn, tx.catalogue, self._views)
+        views = self._views_of_build(target.build)
+        replay = Replay(conn, tx.catalogue, views)
         try:
             replay.apply_decoded(decoded)
         except BaseException as exc:
-            for view in self._views:
+            for view in views:
                 view.discard()
             # The database's own failure (I/O, a damaged file, a lost connection) is not the
             # events': it is raised as it is, for the writer to judge.
             if isinstance(exc, Exception) and not isinstance(exc, OperationalError):
                 raise _PageRefused from exc
             raise
-        write_projected_seq(conn, self.names, replay.last_seq)
+        reached = replay.last_seq if decoded else target.after
+        if not target.building:
+            write_projected_seq(conn, self.names, reached)
+        elif reached < tx.head.seq or not self._swap_in(conn, builds, reached, views):
+            write_build_seq(conn, target.build, reached)
         clear_failures(conn, self.names)
         return replay.events
 
+    def _swap_in(
+        self, conn: Connection, builds: Builds, reached: int, views: Sequence[Projector]
+    ) -> bool:
+        """The build, at the head (under the append lock: no event can come between), becomes
+        the live views: the stable names show its tables, the views' checkpoints are its own,
+        its versions are recorded, and the tables computed from the old build's rows are
+        emptied (their followers compute them again). False when readers of the live views
+        held them past the swap's lock timeout (PostgreSQL): a later step tries again."""
+        assert builds.building is not None
+        try:
+            with conn.begin_nested():
+                for table in self._derived:
+                    conn.execute(delete(table))
+                swap_in(conn, self._stable_tables, builds)
+                write_projected_seq(conn, self.names, reached)
+                record_versions(conn, views)
+        except DBAPIError as exc:
+            if not is_lock_timeout(exc):
+                raise
+            log.warning(
+                "views: build %d waits to be swapped in: readers hold the live views",
+                builds.building.build,
+            )
+            return False
+        log.info("views: build %d swapped in at seq %d", builds.building.build, reached)
+        return True
+
     async def catch_up(self) -> int:
-        """Apply pages until the views reach the head as it was when the last page was read:
-        the events applied."""
+        """Apply pages until the views reach the head as it was when the last page was read,
+        and until a build of them running beside the live ones is swapped in: the events
+        applied."""
         total = 0
-        while applied := await self.step():
+        while (applied := await self.step()) or (await self.progress()).building is not None:
             total += applied
         return total
 
@@ -232,7 +333,9 @@ class ProjectionFollower:
                 # Looked at by a read first: a step is a write transaction, which an idle
                 # follower must not take every few milliseconds.
                 progress = await self.progress()
-                applied = await self.step() if progress.behind else 0
+                # A build at the head still takes a step: the one that swaps it in.
+                busy = progress.behind or progress.building is not None
+                applied = await self.step() if busy else 0
             except LedgerError as exc:
                 log.error("projection follower: %s; retrying", exc.message)
                 await self._pause(RETRY_AFTER_FAILURE_S)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.log.metadata import metadata
 from ledger.log.projector import Projector
+from ledger.log.view_builds import read_builds
 
 # The version a revision writes to ask for a rebuild; projector versions start at 1.
 MARKED_FOR_REBUILD = 0
@@ -33,8 +34,13 @@ projection_versions = Table(
 
 
 def recorded_versions(conn: Connection) -> dict[str, int]:
+    """Each projection's recorded version; for the views while an upgrade's build of them runs
+    beside the live ones (view_builds.py), the version that build writes: it is swapped in when
+    it reaches the head, so the views are not stale for the code that started it."""
     rows = conn.execute(select(projection_versions.c.projection, projection_versions.c.version))
-    return {str(row.projection): int(row.version) for row in rows}
+    recorded = {str(row.projection): int(row.version) for row in rows}
+    building = read_builds(conn).building
+    return recorded if building is None else recorded | building.versions
 
 
 def stale_projections(recorded: dict[str, int], projectors: Sequence[Projector]) -> list[str]:

@@ -12,12 +12,13 @@ or it is new to this database.
   flock on SQLite, the append advisory lock on PostgreSQL), so no append interleaves and a
   failure leaves the old rows and marks in place. Appends wait for it.
 - **The views** (``follows_log``) no command reads. When one is stale, or the write side was
-  rebuilt (a view may read its rows), every view is emptied and its checkpoint set to seq 0 in
-  that same transaction, a delete of their rows; the views' follower (the projector process,
-  or ``catch_up``) then applies the log again a page at a time, each page a short write
-  transaction the appends take turns with. Until it reaches a rollout's last event, a read of
-  that rollout waits and then answers 503 (the freshness rule), and run-level reads say how far
-  the views are.
+  rebuilt (a view may read its rows), a new build of the views is started beside the live one
+  in that same transaction (log/view_builds.py: its empty tables created, its checkpoint at
+  seq 0); the views' follower (the projector process, or ``catch_up``) then fills it a page at
+  a time, each page a short write transaction the appends take turns with, and swaps it in
+  when it reaches the head. Until then the live build answers reads as far as it had
+  projected: a read of a rollout with later events waits and then answers 503 (the freshness
+  rule), and run-level reads say how far the views are.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, Table, delete, func, select, text
+from sqlalchemy import Connection, delete, func, select, text
 
 from ledger.log.engines import (
     Synchronous,
@@ -42,7 +43,8 @@ from ledger.log.projector import Projector
 from ledger.log.replay import Replay, pages_of
 from ledger.log.tables import events
 from ledger.log.verify import ChecksAtEnd
-from ledger.log.view_checkpoints import start_rebuild
+from ledger.log.view_builds import start_build
+from ledger.log.view_checkpoints import mark_build_running
 from ledger.log.view_failures import clear_failures
 from ledger.log.writer import APPEND_LOCK_KEY, AsyncEngineRunner, BatchRunner, SQLiteRunner
 from ledger.log.writer_lock import WriterLock
@@ -55,7 +57,8 @@ class RebuildReport:
     stale: list[str] = field(default_factory=list)  # empty: every projection was current
     events: int = 0  # replayed through the write side in the transaction (0: it was current)
     seconds: float = 0.0
-    # The views were emptied and start again from seq 0: their follower rebuilds them.
+    # A build of the views was started beside the live one: their follower fills it from seq 0
+    # and swaps it in at the head.
     views_reset: bool = False
     # What a caller that followed the views to the head then applied, and how long it took.
     views_events: int = 0
@@ -76,13 +79,13 @@ def rebuild_in_transaction(
     catalogue: Catalogue,
     projectors: Sequence[Projector],
     *,
-    derived: Sequence[Table] = (),
     progress: Progress | None = None,
 ) -> RebuildReport:
-    """Rebuild the write side if one of its projections is stale, and empty the views for
-    their follower if one of them is or the write side was rebuilt, with the ``derived``
-    tables computed from them (``Area.derived_from_views``); ``conn`` holds the write
-    transaction."""
+    """Rebuild the write side if one of its projections is stale, and start a build of the views
+    for their follower if one of them is or the write side was rebuilt; ``conn`` holds the
+    write transaction. The tables computed from the views (``Area.derived_from_views``) stay
+    as they are, true of the live build: the follower empties them when it swaps the new one
+    in."""
     started = time.perf_counter()
     report = RebuildReport(stale=stale_projections(recorded_versions(conn), projectors))
     if not report.stale:
@@ -92,7 +95,7 @@ def rebuild_in_transaction(
     if any(p.name in report.stale for p in write_side):
         report.events = _replay_write_side(conn, catalogue, write_side, progress)
     if views:
-        reset_views(conn, views, derived)
+        start_views_build(conn, views)
         report.views_reset = True
     report.seconds = time.perf_counter() - started
     return report
@@ -122,23 +125,17 @@ def _replay_write_side(
     return replay.events
 
 
-def reset_views(
-    conn: Connection, views: Sequence[Projector], derived: Sequence[Table] = ()
-) -> None:
-    """Empty the views and set their checkpoints to seq 0, recorded as the running code's:
-    their follower builds them again from the first event. The ``derived`` tables are emptied
-    too: computed from the old rows, they would pass for current (a health row is current
-    when its record's ``last_seq`` matches, which a rebuild gives back unchanged)."""
+def start_views_build(conn: Connection, views: Sequence[Projector]) -> None:
+    """Start a build of ``views`` (their stable tables: built with no build) beside the live
+    one, which the views' follower fills from seq 0 and swaps in at the head. Until then the
+    live views' checkpoints say that a build runs and the head it must reach
+    (``rebuild_until``: ``/readyz``, ``projection_status``)."""
     names = [view.name for view in views]
-    for table in derived:
-        conn.execute(delete(table))
-    for view in reversed(views):
-        for table in reversed(view.tables):
-            conn.execute(delete(table))
-    head = conn.execute(select(func.max(events.c.seq))).scalar()
-    start_rebuild(conn, names, int(head or 0))
+    head = int(conn.execute(select(func.max(events.c.seq))).scalar() or 0)
+    tables = [table for view in views for table in view.tables]
+    start_build(conn, tables, {view.name: view.version for view in views}, head)
+    mark_build_running(conn, names, head)
     clear_failures(conn, names)
-    record_versions(conn, views)
 
 
 async def rebuild_stale_projections(
@@ -146,7 +143,6 @@ async def rebuild_stale_projections(
     catalogue: Catalogue,
     projectors: Sequence[Projector],
     *,
-    derived: Sequence[Table] = (),
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 30_000,
     progress: Progress | None = None,
@@ -159,9 +155,7 @@ async def rebuild_stale_projections(
         with conn.begin():
             if not is_sqlite_url(url):
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
-            return rebuild_in_transaction(
-                conn, catalogue, projectors, derived=derived, progress=progress
-            )
+            return rebuild_in_transaction(conn, catalogue, projectors, progress=progress)
 
     try:
         return await runner.run(run)

@@ -51,6 +51,7 @@ from ledger.log.projector import Projector
 from ledger.log.records import as_utc
 from ledger.log.replay import Replay, scratch_database
 from ledger.log.tables import events
+from ledger.log.view_builds import read_builds
 from ledger.log.view_checkpoints import view_checkpoints
 
 Progress = Callable[[int], None]
@@ -260,6 +261,7 @@ async def verify_projections(
                 for projector in checks_at_end:
                     projector.check_at_end(scratch_conn)
                 behind = await conn.run_sync(views_behind, replay.last_seq, names)
+                building = (await conn.run_sync(read_builds)).building if behind else None
                 retry = behind and isinstance(source, AsyncEngine)
                 if not behind:
                     for table in tables:
@@ -267,10 +269,13 @@ async def verify_projections(
                         if difference is not None:
                             report.differences.append(difference)
                 elif not retry or time.monotonic() >= deadline:
-                    report.differences.append(
-                        f"views: {behind} events behind the log (is a projector running? "
-                        "`ledger project` brings them to the head)"
+                    why = (
+                        "is a projector running? `ledger project` brings them to the head"
+                        if building is None
+                        else f"an upgrade's build of them is at seq {building.seq}: they are "
+                        "compared once it is swapped in"
                     )
+                    report.differences.append(f"views: {behind} events behind the log ({why})")
                     retry = False
             if not retry:
                 break

@@ -34,8 +34,9 @@ view_checkpoints = Table(
     Column("projection", String(100), primary_key=True),
     Column("seq", BigInteger, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    # Set when an upgrade emptied the view to rebuild it from seq 0: the head of the log then,
-    # which the rebuild must reach; NULL again once the view has (log/rebuild.py).
+    # Set when an upgrade started a build of the views beside the live ones: the head of the
+    # log then, which the build must reach; NULL again once it is swapped in
+    # (log/view_builds.py).
     Column("rebuild_until", BigInteger, nullable=True),
 )
 
@@ -54,15 +55,25 @@ def projected_seq(conn: Connection, names: Sequence[str]) -> int:
     return int(row[0])
 
 
-def start_rebuild(conn: Connection, names: Sequence[str], head: int) -> None:
-    """The views of ``names``, emptied, start again from seq 0 and must reach ``head``."""
-    write_projected_seq(conn, names, 0)
-    if head:
-        conn.execute(
-            update(view_checkpoints)
-            .where(view_checkpoints.c.projection.in_(list(names)))
-            .values(rebuild_until=head)
-        )
+def mark_build_running(conn: Connection, names: Sequence[str], head: int) -> None:
+    """A build of the views of ``names`` runs beside them and must reach ``head``: their
+    checkpoints stay where the live build is, with ``rebuild_until`` set until it is swapped
+    in (log/view_builds.py)."""
+    for name in names:
+        found = conn.execute(
+            select(view_checkpoints.c.projection).where(view_checkpoints.c.projection == name)
+        ).first()
+        if found is None:
+            conn.execute(
+                view_checkpoints.insert().values(
+                    projection=name, seq=0, updated_at=datetime.now(UTC)
+                )
+            )
+    conn.execute(
+        update(view_checkpoints)
+        .where(view_checkpoints.c.projection.in_(list(names)))
+        .values(rebuild_until=head or None)
+    )
 
 
 def rebuild_until(conn: Connection, names: Sequence[str]) -> int | None:

@@ -7,7 +7,7 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from ledger.app.areas import schema_metadata
+from ledger.app.areas import migrated_schema
 from ledger.log.engines import create_async_db_engine
 
 config = context.config
@@ -16,7 +16,7 @@ config = context.config
 def _configure_and_run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=schema_metadata(),
+        target_metadata=migrated_schema(),
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
@@ -40,7 +40,7 @@ async def _run_async() -> None:
 def run_migrations_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
-        target_metadata=schema_metadata(),
+        target_metadata=migrated_schema(),
         literal_binds=True,
     )
     with context.begin_transaction():

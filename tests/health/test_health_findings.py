@@ -19,7 +19,7 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import Connection, text
 
-from ledger.app.areas import derived_from_views, view_projectors
+from ledger.app.areas import view_projectors
 from ledger.app.bootstrap import Ledger, catch_up_views
 from ledger.areas.health import queries
 from ledger.areas.health.follower import HealthFollower
@@ -37,7 +37,7 @@ from ledger.gym.health.evaluate import evaluate
 from ledger.gym.health.facts import record_facts
 from ledger.gym.health.run import check_records
 from ledger.gym.health.summary import summary_bytes, verdict_lines
-from ledger.log.rebuild import reset_views
+from ledger.log.rebuild import start_views_build
 from ledger.log.transaction import WriteTransaction
 from tests.health.support import expected_report, exported, write_run
 from tests.support.health_run import generate_run
@@ -413,8 +413,9 @@ async def test_metrics_count_rollouts_by_verdict(app: FastAPI, client: httpx.Asy
 async def test_a_follower_checks_again_after_another_process_rebuilt_the_views(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    """An upgrade elsewhere resets the views, which empties the findings with them; a rebuilt
-    record keeps its last_seq, so a follower going by its own mark alone would skip it."""
+    """An upgrade elsewhere builds the views again, and swapping the build in empties the
+    findings; a rebuilt record keeps its last_seq, so a follower going by its own mark alone
+    would skip it."""
     ledger, follower = await _paused(app)
     await write_run(client, generate_run(20, seed=9))
     checked = await follower.catch_up()
@@ -423,7 +424,7 @@ async def test_a_follower_checks_again_after_another_process_rebuilt_the_views(
     assert (await service.report(Selection(attempts="all"))).computed_on_read == 0
 
     def reset(tx: WriteTransaction) -> None:
-        reset_views(tx.conn, view_projectors(), derived_from_views())
+        start_views_build(tx.conn, view_projectors())
 
     await ledger.store.execute(reset)
     await catch_up_views(ledger.store)

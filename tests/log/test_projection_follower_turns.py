@@ -9,10 +9,9 @@ import asyncio
 
 from sqlalchemy import func, select
 
-from ledger.app.areas import default_catalogue, default_projectors, view_projectors
+from ledger.app.areas import default_catalogue, default_projectors, views_follower
 from ledger.areas.captures.service import CaptureService
 from ledger.log.engines import create_async_db_engine
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
@@ -42,21 +41,21 @@ async def test_a_page_applied_by_another_follower_meanwhile_is_dropped(
     store: LedgerStore, database_url: str
 ) -> None:
     await _capture(store, rollouts=2, calls=6)
-    first = ProjectionFollower(store, view_projectors(), page_events=PAGE)
-    second = ProjectionFollower(store, view_projectors(), page_events=PAGE)
+    first = views_follower(store, page_events=PAGE)
+    second = views_follower(store, page_events=PAGE)
     # The first reads and decodes a page; before it applies it, the second applies the same one.
-    after, rows = await store.read_sync(first._read_page)
+    target, rows = await store.read_sync(first._read_page)
     decoded = first._decode_page(rows)
     assert await second.step() == PAGE
 
     def stale(tx: WriteTransaction) -> int | None:
-        return first._apply_page(after, decoded, tx)
+        return first._apply_page(target, decoded, tx)
 
     assert await store.execute(stale) is None
     # The first goes on from where the views are now.
     assert await first.step() == PAGE
     progress = await first.progress()
-    assert progress.projected == after + 2 * PAGE
+    assert progress.projected == target.after + 2 * PAGE
 
 
 async def test_two_followers_at_once_apply_every_event_once(
@@ -68,8 +67,8 @@ async def test_two_followers_at_once_apply_every_event_once(
     await other.open()
     try:
         followers = [
-            ProjectionFollower(store, view_projectors(), page_events=PAGE),
-            ProjectionFollower(other, view_projectors(), page_events=PAGE),
+            views_follower(store, page_events=PAGE),
+            views_follower(other, page_events=PAGE),
         ]
         applied = await asyncio.gather(*(follower.catch_up() for follower in followers))
         progress = await followers[0].progress()

@@ -29,4 +29,6 @@ def test_a_store_refuses_a_view(database_url: str) -> None:
 def test_a_follower_refuses_the_write_side(database_url: str) -> None:
     store = LedgerStore(database_url, default_catalogue(), write_side_projectors())
     with pytest.raises(ValueError, match="run in the append, not behind it: rollouts"):
-        ProjectionFollower(store, [*view_projectors(), write_side_projectors()[0]])
+        ProjectionFollower(
+            store, lambda build: [*view_projectors(build), write_side_projectors()[0]]
+        )

@@ -11,11 +11,10 @@ import pytest
 from sqlalchemy import event
 
 import ledger.areas.observations.projection as observations_projection
-from ledger.app.areas import default_catalogue, default_projectors, view_projectors
+from ledger.app.areas import default_catalogue, default_projectors, views_follower
 from ledger.app.bootstrap import catch_up_views
 from ledger.areas.captures.service import CaptureService
 from ledger.log.engines import create_async_db_engine, is_sqlite_url, sqlite_path
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.log.verify import verify_chain, verify_projections
 from tests.log.record_builds import count_record_builds
@@ -53,7 +52,7 @@ async def test_verify_holds_no_transaction_between_pages_while_the_log_grows(
 ) -> None:
     await _capture(store, 35)
     # The views follow the log as a projector keeps them, while it grows.
-    follower = ProjectionFollower(store, view_projectors())
+    follower = views_follower(store)
     await follower.start()
     engine = create_async_db_engine(database_url, read_only=True, null_pool=True)
     checked_out = CheckedOut()

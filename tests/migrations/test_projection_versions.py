@@ -16,6 +16,7 @@ from ledger.app.areas import (
     default_catalogue,
     default_projectors,
     view_projectors,
+    views_follower,
     write_side_projectors,
 )
 from ledger.app.bootstrap import ensure_database_ready, upgrade_database
@@ -27,7 +28,6 @@ from ledger.log import migrate
 from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import ProjectionsStale, ViewsBehind
 from ledger.log.freshness import Freshness
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.projection_versions import projection_versions
 from ledger.log.projector import Projector
 from ledger.log.rebuild import ensure_projections_current, rebuild_stale_projections
@@ -35,6 +35,7 @@ from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.verify import verify_projections
+from ledger.log.view_builds import read_builds
 from ledger.log.view_checkpoints import view_checkpoints
 from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
@@ -108,7 +109,7 @@ async def _follow_views(url: str) -> int:
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
-        return await ProjectionFollower(store, view_projectors()).catch_up()
+        return await views_follower(store).catch_up()
     finally:
         await store.close()
 
@@ -158,9 +159,10 @@ async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -
     assert report.stale == ["rollouts"] and report.events == len(before)
     assert await _run(url, _versions) == {**VERSIONS, "rollouts": 2}
     assert await _run(url, _events) == before  # the log is never touched
-    # The views may read the write side's rows: they start again from seq 0.
+    # The views may read the write side's rows: a build of them starts from seq 0.
     assert report.views_reset
-    assert await _run(url, _checkpoints) == {"capture_calls": 0, "observations": 0}
+    building = (await _run(url, read_builds)).building
+    assert building is not None and building.seq == 0
     assert await _follow_views(url) == len(before)
     assert await _verify(url) == []
     # The running code's projections (version 1 of rollouts) now see a stale rollouts row.
@@ -224,44 +226,49 @@ def test_db_check_refuses_a_stale_projection_and_db_upgrade_rebuilds_it(
 
 
 async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) -> None:
-    """``serve --upgrade``'s way: the upgrade only empties the views (no replay under the
-    writer's lock); the projector rebuilds them a page at a time while captures are appended,
-    none of which fails or waits for the rebuild to end."""
+    """``serve --upgrade``'s way: the upgrade only starts a build of the views beside the live
+    ones (no replay under the writer's lock); the projector fills it a page at a time while
+    captures are appended, none of which fails or waits for the build to end."""
     url = database_url
     await _write_some(url)
     await _run(url, _mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.stale == ["observations"]
     assert report.events == 0 and report.views_reset  # the write side was left as it was
-    assert await _run(url, _checkpoints) == {"capture_calls": 0, "observations": 0}
     head = len(await _run(url, _events))
+    # The live views stay where they were (at the head) while the build runs.
+    assert await _run(url, _checkpoints) == {"capture_calls": head, "observations": head}
     assert await _run(url, _rebuilds) == {"capture_calls": head, "observations": head}
     await ensure_database_ready(url)  # servable at once
 
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
     await store.open()
     try:
-        # A rollout's read past the wait's bound says why it waited.
         names = [view.name for view in view_projectors()]
         freshness = Freshness(store, names, bound_s=0.05)
-        with pytest.raises(
-            ViewsBehind, match=rf"rebuilding the views from the log \(seq 0 of {head}\)"
-        ):
-            await freshness.wait_for_seq(head)
-        assert (await freshness.progress()).rebuild_until == head
         captures = CaptureService(store)
-        # Pages of one event: the rebuild takes many turns of the write lock.
-        follower = ProjectionFollower(store, view_projectors(), page_events=1)
+        await captures.append("w0", chat_exchange(model_call_id="before"))
+        # A read past the live views' seq, past the wait's bound, says why it waited.
+        with pytest.raises(
+            ViewsBehind,
+            match=rf"building the views beside the live ones \(seq 0 of {head + 1}\)",
+        ):
+            await freshness.wait_for_seq(head + 1)
+        assert (await freshness.progress()).rebuild_until == head
+        # Pages of one event: the build takes many turns of the write lock.
+        follower = views_follower(store, page_events=1)
         head_at_upgrade = len(await _run(url, _events))
-        # For each append: how far the rebuild was when it was acknowledged.
+        # For each append: how far the build was when it was acknowledged.
         rebuilt_at_ack = []
+
+        def built(conn: Connection) -> int:
+            building = read_builds(conn).building
+            return head_at_upgrade if building is None else building.seq
 
         async def append() -> None:
             for n in range(20):
                 await captures.append(f"w{n % 4}", chat_exchange(model_call_id=f"w{n}"))
-                rebuilt_at_ack.append(
-                    await store.read_sync(lambda c: _checkpoints(c)["observations"])
-                )
+                rebuilt_at_ack.append(await store.read_sync(built))
                 await asyncio.sleep(0)
 
         await asyncio.gather(follower.catch_up(), append())
@@ -280,25 +287,30 @@ async def test_the_health_findings_are_checked_again_after_the_views_are_rebuilt
     database_url: str,
 ) -> None:
     """A health row passes for current while its record's ``last_seq`` matches, which a rebuild
-    gives back unchanged: the upgrade empties the findings with the views, and the health
-    follower checks every rebuilt record again."""
+    gives back unchanged: the findings stay while the live build answers, are emptied when the
+    new build is swapped in, and the health follower checks every rebuilt record again."""
     url = database_url
     await _write_some(url)
 
-    async def follow_health() -> int:
+    async def follow(*, health: bool) -> int:
         store = LedgerStore(url, default_catalogue(), write_side_projectors())
         await store.open()
         try:
-            await ProjectionFollower(store, view_projectors()).catch_up()
-            return await HealthFollower(store).catch_up()
+            await views_follower(store).catch_up()
+            return await HealthFollower(store).catch_up() if health else 0
         finally:
             await store.close()
 
-    checked = await follow_health()
-    rows = await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar())
+    def findings(conn: Connection) -> int:
+        return int(conn.execute(select(func.count()).select_from(hf)).scalar_one())
+
+    checked = await follow(health=True)
+    rows = await _run(url, findings)
     assert checked == rows > 0
     await _run(url, _mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.views_reset
-    assert await _run(url, lambda c: c.execute(select(func.count()).select_from(hf)).scalar()) == 0
-    assert await follow_health() == rows
+    assert await _run(url, findings) == rows  # true of the live build, which still answers
+    await follow(health=False)  # the build reaches the head and is swapped in
+    assert await _run(url, findings) == 0
+    assert await follow(health=True) == rows

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from ledger.app.areas import (
     default_catalogue,
     default_projectors,
-    view_projectors,
+    views_follower,
     write_side_projectors,
 )
 from ledger.app.bootstrap import catch_up_views
@@ -37,7 +37,6 @@ from ledger.areas.observations.tables import (
 )
 from ledger.gym.model_calls import AGGREGATE_FIELDS, aggregate_model_call_values
 from ledger.log import migrate
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.log.verify import verify_projections
@@ -62,7 +61,7 @@ class Pair:
             await action(store)
         assembling, full = self.stores
         await catch_up_views(assembling)
-        await ProjectionFollower(full, view_projectors(check_templates=True)).catch_up()
+        await views_follower(full, check_templates=True).catch_up()
 
     async def capture(self, rollout_id: str, exchange: dict[str, Any]) -> None:
         await self.each(lambda store: CaptureService(store).append(rollout_id, exchange))

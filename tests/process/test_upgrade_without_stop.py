@@ -1,6 +1,7 @@
 """`ledger serve --upgrade` on a database whose view is stale (a new release changed the view's
 code): the upgrade replays nothing under the writer's lock, the server serves at once and its
-projector process rebuilds the views from seq 0; captures appended meanwhile are acknowledged,
+projector process builds the views again from seq 0 beside the live ones, which answer reads
+until the build is swapped in; captures appended meanwhile are acknowledged,
 and once the views have caught up the database reads as the appends left it and passes `ledger
 verify`. (That appends and the rebuild's pages interleave is shown in process by
 tests/migrations/test_projection_versions.py, where a page is one event.)"""
@@ -84,6 +85,12 @@ async def test_serve_upgrade_rebuilds_a_stale_view_while_appends_go_on(
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
             ready = await http.get("/readyz")
             assert ready.status_code == 200, ready.text
+            # Reads go on: the live views answer while the new build is filled (or, once it is
+            # swapped in, the new one; the same record either way).
+            record = await http.get("/v1/rollouts/u0/record")
+            assert record.status_code == 200, record.text
+            calls = record.json()["ng_model_call_capture"]["calls"]
+            assert [c["model_call_id"] for c in calls] == [f"u0-b{n}" for n in range(CALLS_BEFORE)]
             for n in range(CALLS_DURING):
                 for r in range(ROLLOUTS):
                     answer = await http.post(
@@ -109,7 +116,7 @@ async def test_serve_upgrade_rebuilds_a_stale_view_while_appends_go_on(
         server.stop()
     logged = server.log_path.read_text()
     assert "stale projections: observations" in logged, logged
-    assert "the views start again from seq 0" in logged, logged
+    assert "the views are built again from seq 0 beside the live ones" in logged, logged
     assert "write side" not in logged, logged
     verified = await asyncio.to_thread(ledger_cli, database_url, data_dir, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -20,12 +20,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.app.areas import view_projectors
+from ledger.app.areas import views_follower
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
 from ledger.gym.lineage import CommittedRow, FailureRow
-from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 
 MODEL_REF = {"type": "responses_api_models", "name": "policy_model"}
@@ -277,7 +276,7 @@ FOLLOWER_PAGE = 5
 async def write_varied_log(store: LedgerStore, shape: LogShape, *, concurrently: int = 1) -> None:
     """Write the log while the views follow it, a few events a step, then bring them to the
     head: the rows are the views' as a projector keeps them."""
-    follower = ProjectionFollower(store, view_projectors(), page_events=FOLLOWER_PAGE)
+    follower = views_follower(store, page_events=FOLLOWER_PAGE)
     await follower.start()
     try:
         await VariedLog(store, shape).write(concurrently=concurrently)

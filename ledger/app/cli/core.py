@@ -161,8 +161,11 @@ def serve(
     if upgrade:
         # The views are rebuilt by the projector while the server serves: appends never wait.
         _report_rebuild(run_async(lambda: upgrade_with_settings(settings, build_views=False)))
-    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
+    # The damage check first (once the schema is known to be at head): reading the projections'
+    # versions from a damaged file would end in the driver's error, not a FAIL line.
+    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
     _refuse_a_damaged_store(settings, serving=True)
+    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
     try:
         ensure_control_token(settings)
     except LedgerError as exc:
@@ -242,14 +245,17 @@ def _report_rebuild(report: RebuildReport | None) -> None:
         )
     if report.views_events or report.views_seconds:
         err.print(
-            f"rebuilt the views from the log ({report.views_events:,} events in "
-            f"{report.views_seconds:.2f} s, a page at a time; appends went on between pages)",
+            f"rebuilt the views from the log beside the live ones and swapped them in "
+            f"({report.views_events:,} events in {report.views_seconds:.2f} s, a page at a "
+            "time; appends and reads went on between pages)",
             soft_wrap=True,
         )
     elif report.views_reset:
         err.print(
-            "the views start again from seq 0: the projector rebuilds them while the server "
-            "serves (a rollout's read waits for them, then answers 503; /readyz says how far)",
+            "the views are built again from seq 0 beside the live ones: the projector builds "
+            "them while the server serves and swaps them in at the head (the live views answer "
+            "until then; a rollout with newer events waits, then answers 503; /readyz says how "
+            "far)",
             soft_wrap=True,
         )
 
@@ -288,8 +294,9 @@ def db_check(ctx: click.Context, integrity_check: bool | None) -> None:
     from ledger.app.bootstrap import ensure_database_ready
 
     settings = settings_from(ctx, integrity_check=integrity_check)
-    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
+    run_async(lambda: migrate.ensure_at_head(settings.resolved_database_url))
     _refuse_a_damaged_store(settings, serving=False)
+    run_async(lambda: ensure_database_ready(settings.resolved_database_url))
     click.echo(f"database at head ({migrate.head_revision()})")
 
 

@@ -12,7 +12,7 @@ def _projectors(options: ProjectionOptions) -> list[Projector]:
 
 
 def _views(options: ProjectionOptions) -> list[Projector]:
-    return [calls_view.CaptureCallsView()]
+    return [calls_view.CaptureCallsView(options.build)]
 
 
 AREA = Area(

@@ -27,34 +27,40 @@ from ledger.log.driver import DriverStatement
 from ledger.log.ended_generations import EndedGenerations, delete_generations, delete_rollouts
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
+from ledger.log.view_builds import build_tables
 
 _POSITION_KINDS = frozenset({MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED})
 _HANDLED = _POSITION_KINDS | {CAPTURE_CLEARED, ROLLOUT_DELETED}
 _CALL_COLUMNS = [column.name for column in capture_calls.columns]
 _DAMAGED_ROW = dict.fromkeys(_CALL_COLUMNS) | {"damaged": True}
 
-_INSERT_CALL = DriverStatement(capture_calls.insert())
-_INSERT_COUNTS = DriverStatement(capture_call_counts.insert())
-_UPDATE_COUNTS = DriverStatement(
-    capture_call_counts.update().where(
-        capture_call_counts.c.rollout_id == bindparam("b_rollout_id")
-    )
-)
-_FORGET_CALLS = DriverStatement(
-    capture_calls.delete()
-    .where(capture_calls.c.rollout_id == bindparam("b_rollout_id"))
-    .where(capture_calls.c.generation == bindparam("b_generation"))
-)
+
+class _Statements:
+    """The view's statements on the tables of one build (log/view_builds.py), built once."""
+
+    def __init__(self, calls: Table, counts: Table) -> None:
+        self.calls, self.counts = calls, counts
+        self.insert_call = DriverStatement(calls.insert())
+        self.insert_counts = DriverStatement(counts.insert())
+        self.update_counts = DriverStatement(
+            counts.update().where(counts.c.rollout_id == bindparam("b_rollout_id"))
+        )
+        self.forget_calls = DriverStatement(
+            calls.delete()
+            .where(calls.c.rollout_id == bindparam("b_rollout_id"))
+            .where(calls.c.generation == bindparam("b_generation"))
+        )
+        self.counts_of = select(
+            counts.c.generation, counts.c.record_count, counts.c.damaged_count
+        ).where(counts.c.rollout_id == bindparam("rollout_id"))
+
+
 # The positions of the events in a run of seqs (by ``ix_capture_positions_seq``): only
-# position events have one, so a page's range finds at most a page of rows.
+# position events have one, so a page's range finds at most a page of rows. The positions are
+# the write side's: one table whatever the build.
 _POSITIONS = select(capture_positions.c.seq, capture_positions.c.call_index).where(
     capture_positions.c.seq.between(bindparam("first"), bindparam("last"))
 )
-_COUNTS = select(
-    capture_call_counts.c.generation,
-    capture_call_counts.c.record_count,
-    capture_call_counts.c.damaged_count,
-).where(capture_call_counts.c.rollout_id == bindparam("rollout_id"))
 
 
 @dataclass
@@ -92,9 +98,12 @@ class CaptureCallsView:
     name = "capture_calls"
     version = 1
     follows_log = True
-    tables: tuple[Table, ...] = (capture_calls, capture_call_counts)
 
-    def __init__(self) -> None:
+    def __init__(self, build: int | None = None) -> None:
+        """``build``: the build whose tables it writes (log/view_builds.py); None, the stable
+        tables themselves (a scratch replay)."""
+        self.tables: tuple[Table, ...] = build_tables((capture_calls, capture_call_counts), build)
+        self._sql = _Statements(*self.tables)
         self._counts: dict[str, _Counts] = {}
         self._unwritten: dict[str, None] = {}
         # Inside ``apply_many``: the positions of its events, and the rows not inserted yet.
@@ -132,7 +141,7 @@ class CaptureCallsView:
         self._remove_ended(conn)
         if event.kind == CAPTURE_CLEARED:
             self._insert_kept_rows(conn)
-            _FORGET_CALLS.execute(
+            self._sql.forget_calls.execute(
                 conn, {"b_rollout_id": rollout_id, "b_generation": event.generation}
             )
             counts = self._counts_of(conn, rollout_id, event.generation)
@@ -146,7 +155,7 @@ class CaptureCallsView:
             return  # a later clear or tombstone removed the position (module docstring)
         row = call_row(event, rollout_id, call_index)
         if self._rows is None:
-            _INSERT_CALL.execute(conn, row)
+            self._sql.insert_call.execute(conn, row)
         else:
             self._rows.append(row)
         counts = self._counts_of(conn, rollout_id, event.generation)
@@ -165,7 +174,7 @@ class CaptureCallsView:
     def _counts_of(self, conn: Connection, rollout_id: str, generation: int) -> _Counts:
         counts = self._counts.get(rollout_id)
         if counts is None:
-            row = conn.execute(_COUNTS, {"rollout_id": rollout_id}).first()
+            row = conn.execute(self._sql.counts_of, {"rollout_id": rollout_id}).first()
             if row is None:
                 counts = _Counts(generation)
             elif row.generation == generation:
@@ -180,13 +189,13 @@ class CaptureCallsView:
     def _insert_kept_rows(self, conn: Connection) -> None:
         if self._rows:
             rows, self._rows = self._rows, []
-            _INSERT_CALL.execute_many(conn, rows)
+            self._sql.insert_call.execute_many(conn, rows)
 
     def _remove_ended(self, conn: Connection) -> None:
         if self._ended:
             ended = self._ended.take()
-            delete_generations(conn, capture_calls, ended)
-            delete_rollouts(conn, capture_call_counts, ended)
+            delete_generations(conn, self._sql.calls, ended)
+            delete_rollouts(conn, self._sql.counts, ended)
 
     def flush(self, conn: Connection) -> None:
         self._remove_ended(conn)
@@ -199,9 +208,9 @@ class CaptureCallsView:
                 "damaged_count": counts.damaged_count,
             }
             if counts.stored:
-                _UPDATE_COUNTS.execute(conn, {**values, "b_rollout_id": rollout_id})
+                self._sql.update_counts.execute(conn, {**values, "b_rollout_id": rollout_id})
             else:
-                _INSERT_COUNTS.execute(conn, {**values, "rollout_id": rollout_id})
+                self._sql.insert_counts.execute(conn, {**values, "rollout_id": rollout_id})
                 counts.stored = True
         self._counts = {}
 

@@ -6,7 +6,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Integer, String, bindparam, select, text
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Integer,
+    Select,
+    String,
+    Table,
+    bindparam,
+    select,
+    text,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.captures.tables import (
@@ -205,25 +215,35 @@ def load_state(conn: Connection, rollout_id: str, generation: int) -> CaptureSta
     return _state_from_row(row)
 
 
-_LOAD_STATE_AND_COUNTS = (
-    select(capture_state, capture_call_counts.c.record_count, capture_call_counts.c.damaged_count)
-    .select_from(
-        capture_state.outerjoin(
-            capture_call_counts,
-            (capture_call_counts.c.rollout_id == capture_state.c.rollout_id)
-            & (capture_call_counts.c.generation == capture_state.c.generation),
+def state_and_counts_query(counts: Table) -> Select[Any]:
+    """``load_state_and_counts``'s statement, the counts from ``counts`` (the stable table, or
+    a build's: log/view_builds.py)."""
+    return (
+        select(capture_state, counts.c.record_count, counts.c.damaged_count)
+        .select_from(
+            capture_state.outerjoin(
+                counts,
+                (counts.c.rollout_id == capture_state.c.rollout_id)
+                & (counts.c.generation == capture_state.c.generation),
+            )
         )
+        .where(capture_state.c.rollout_id == bindparam("rollout_id"))
     )
-    .where(capture_state.c.rollout_id == bindparam("rollout_id"))
-)
+
+
+_LOAD_STATE_AND_COUNTS = state_and_counts_query(capture_call_counts)
 
 
 def load_state_and_counts(
-    conn: Connection, rollout_id: str, generation: int
+    conn: Connection,
+    rollout_id: str,
+    generation: int,
+    *,
+    query: Select[Any] = _LOAD_STATE_AND_COUNTS,
 ) -> tuple[CaptureState, CallCounts]:
     """``load_state`` and the capture view's counts of the same generation, in one statement
     (what a read of the merge gaps needs)."""
-    row = conn.execute(_LOAD_STATE_AND_COUNTS, {"rollout_id": rollout_id}).first()
+    row = conn.execute(query, {"rollout_id": rollout_id}).first()
     if row is None or row.generation != generation:
         state = CaptureState(rollout_id=rollout_id, generation=generation, stored=row is not None)
         return state, CallCounts()

@@ -9,7 +9,7 @@ from ledger.log.projector import Projector
 
 
 def _views(options: ProjectionOptions) -> list[Projector]:
-    return projection.projectors(check_templates=options.check_templates)
+    return projection.projectors(check_templates=options.check_templates, build=options.build)
 
 
 AREA = Area(

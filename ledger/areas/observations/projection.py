@@ -26,6 +26,7 @@ from ledger.areas.captures.events import (
     MODEL_CALL_CAPTURED,
     MODEL_CALL_DAMAGED,
 )
+from ledger.areas.captures.tables import capture_call_counts, capture_calls
 from ledger.areas.observations.capture_only import CaptureOnlyAssembler
 from ledger.areas.observations.entry_payloads import stored_entry
 from ledger.areas.observations.events import OBSERVATIONS_RECORDED, RESULT_RECORDED
@@ -33,16 +34,8 @@ from ledger.areas.observations.queries import (
     AREA_TABLES,
     ProjectedRecord,
     RecordInputs,
-    capture_gaps_of,
-    captured_positions,
-    forget_calls,
-    forget_rollouts,
-    load_call_pieces,
-    load_capture_attachment,
-    load_inputs,
+    ViewSql,
     perf_columns,
-    store_call,
-    write_record,
 )
 from ledger.areas.observations.record_payloads_from_log import CapturedCall, stored_record
 from ledger.areas.observations.record_pieces import CallTotals, fill
@@ -54,6 +47,7 @@ from ledger.log.ended_generations import EndedGenerations
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.rollout_events import ROLLOUT_DELETED
+from ledger.log.view_builds import build_tables
 
 CAPTURE_KINDS = frozenset(
     {
@@ -143,9 +137,15 @@ class ObservationsProjector:
     # 2: entries take their payloads from the log, no ``call`` (revision 0021).
     version = 2
     follows_log = True
-    tables: tuple[Table, ...] = AREA_TABLES
 
-    def __init__(self, *, check_templates: bool = False) -> None:
+    def __init__(self, *, check_templates: bool = False, build: int | None = None) -> None:
+        # ``build``: the build whose tables it writes and reads, with the capture view's of the
+        # same build (log/view_builds.py); None, the stable tables (a scratch replay).
+        self._sql = ViewSql(
+            build_tables(AREA_TABLES, build),
+            build_tables((capture_calls, capture_call_counts), build),
+        )
+        self.tables: tuple[Table, ...] = self._sql.tables
         self._pending: dict[str, _Pending] = {}
         self._assembler = CaptureOnlyAssembler()
         # On for `ledger verify`: every capture-only record is also rebuilt in full, and its
@@ -188,7 +188,7 @@ class ObservationsProjector:
         if event.kind == MODEL_CALL_CAPTURED and payload is not None:
             pending.calls.append((event.seq, payload["exchange"], event.derived))
         elif event.kind == CAPTURE_CLEARED:
-            forget_calls(conn, rollout_id, event.generation)
+            self._sql.forget_calls(conn, rollout_id, event.generation)
             pending.calls = []
             pending.cleared = True
         elif event.kind == OBSERVATIONS_RECORDED and payload is not None:
@@ -198,7 +198,7 @@ class ObservationsProjector:
 
     def _remove_ended(self, conn: Connection) -> None:
         if self._ended:
-            forget_rollouts(conn, self._ended.take())
+            self._sql.forget_rollouts(conn, self._ended.take())
 
     def flush(self, conn: Connection) -> None:
         # A deleted rollout is not among the pending ones (apply drops it there).
@@ -224,7 +224,7 @@ class ObservationsProjector:
                 self._unchecked[rollout_id] = (pending.generation, pending.last_seq)
             else:
                 self._unchecked.pop(rollout_id, None)
-            _write(conn, rollout_id, inputs, projected, pending.last_seq)
+            _write(self._sql, conn, rollout_id, inputs, projected, pending.last_seq)
 
     def defer_checks(self) -> None:
         """From now on (a replay: ``ledger verify``, a rebuild) checks wait for
@@ -242,7 +242,7 @@ class ObservationsProjector:
             # Another generation's: written as the flush would have (its row is then replaced).
             del self._deferred[rollout_id]
             self._write_deferred(conn, rollout_id, inputs, last_seq)
-        return load_inputs(conn, rollout_id, generation)
+        return self._sql.load_inputs(conn, rollout_id, generation)
 
     def _defer(self, conn: Connection, rollout_id: str, inputs: RecordInputs, seq: int) -> None:
         # Most recently touched last; past the bound the least recently touched are written
@@ -257,7 +257,7 @@ class ObservationsProjector:
         self, conn: Connection, rollout_id: str, inputs: RecordInputs, last_seq: int
     ) -> None:
         projected = self._project(conn, rollout_id, inputs, check=self._check_templates)
-        _write(conn, rollout_id, inputs, projected, last_seq)
+        _write(self._sql, conn, rollout_id, inputs, projected, last_seq)
 
     def check_at_end(self, conn: Connection) -> None:
         """The deferred records, each built once from its final inputs (checked: the template
@@ -270,10 +270,10 @@ class ObservationsProjector:
             self._write_deferred(conn, rollout_id, inputs, last_seq)
         unchecked, self._unchecked = self._unchecked, {}
         for rollout_id, (generation, last_seq) in unchecked.items():
-            inputs = load_inputs(conn, rollout_id, generation)
+            inputs = self._sql.load_inputs(conn, rollout_id, generation)
             projected = self._project(conn, rollout_id, inputs, check=True)
             if not projected.assembled:
-                _write(conn, rollout_id, inputs, projected, last_seq)
+                _write(self._sql, conn, rollout_id, inputs, projected, last_seq)
 
     def discard(self) -> None:
         self._pending = {}
@@ -284,15 +284,15 @@ class ObservationsProjector:
     ) -> ProjectedRecord:
         assembled = None
         if inputs.bundle is None and inputs.result is None:
-            assembled = assemble_capture_only(conn, self._assembler, rollout_id, inputs)
+            assembled = assemble_capture_only(self._sql, conn, self._assembler, rollout_id, inputs)
         if assembled is not None and not check:
             return assembled
-        capture, captured = load_capture_attachment(conn, rollout_id, inputs.generation)
+        capture, captured = self._sql.load_capture_attachment(conn, rollout_id, inputs.generation)
         full = project(rollout_id, inputs, capture, captured)
         if assembled is not None:
             # Checking (``ledger verify``): the template is kept only if it gives exactly the
             # full record, so a template the writer stored that does not is reported.
-            pieces = load_call_pieces(conn, rollout_id, inputs.generation)
+            pieces = self._sql.load_call_pieces(conn, rollout_id, inputs.generation)
             if (
                 fill(assembled.text, pieces) == compact_json(full.record)
                 and assembled.perf == full.perf
@@ -313,7 +313,9 @@ class ObservationsProjector:
         Returns each kept call's metric figures and whether it has a trajectory entry, in
         ``call_index`` order, for the rollout's running totals."""
         kept: list[tuple[dict[str, Any], bool]] = []
-        positions = captured_positions(conn, rollout_id, pending.generation, pending.calls[0][0])
+        positions = self._sql.captured_positions(
+            conn, rollout_id, pending.generation, pending.calls[0][0]
+        )
         for seq, exchange, derived in pending.calls:
             position = positions.get(seq)
             if position is None:  # a damaged position: Gym's merge skips it
@@ -325,7 +327,7 @@ class ObservationsProjector:
             else:
                 record = parse_json(position.record)
                 entry = trajectory_entry_dump(dump_with_payloads(record, exchange))
-            store_call(
+            self._sql.store_call(
                 conn, rollout_id, pending.generation, position.call_index, stored_entry(entry)
             )
             kept.append(({name: record[name] for name in AGGREGATE_FIELDS}, entry is not None))
@@ -333,23 +335,32 @@ class ObservationsProjector:
 
 
 def _write(
-    conn: Connection, rollout_id: str, inputs: RecordInputs, projected: ProjectedRecord, seq: int
+    sql: ViewSql,
+    conn: Connection,
+    rollout_id: str,
+    inputs: RecordInputs,
+    projected: ProjectedRecord,
+    seq: int,
 ) -> None:
     failed = any(
         gap.get("code") == TRAJECTORY_PROJECTION_FAILED
         for name in ("ng_trajectory", *GAP_DOCUMENTS)
         for gap in _gaps_of(projected.record.get(name))
     )
-    write_record(conn, rollout_id, inputs, projected, seq=seq, projection_failed=failed)
+    sql.write_record(conn, rollout_id, inputs, projected, seq=seq, projection_failed=failed)
 
 
 def assemble_capture_only(
-    conn: Connection, assembler: CaptureOnlyAssembler, rollout_id: str, inputs: RecordInputs
+    sql: ViewSql,
+    conn: Connection,
+    assembler: CaptureOnlyAssembler,
+    rollout_id: str,
+    inputs: RecordInputs,
 ) -> ProjectedRecord | None:
     """The record of a rollout generation with captures only, as a template (stored text) that
     reads fill with its calls' pieces (projections/capture_only.py); None when it must be
     rebuilt in full."""
-    gaps = capture_gaps_of(conn, rollout_id, inputs.generation)
+    gaps = sql.capture_gaps_of(conn, rollout_id, inputs.generation)
     assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps)
     if assembled is None:
         return None
@@ -368,5 +379,5 @@ def assemble_capture_only(
     )
 
 
-def projectors(*, check_templates: bool = False) -> list[Projector]:
-    return [ObservationsProjector(check_templates=check_templates)]
+def projectors(*, check_templates: bool = False, build: int | None = None) -> list[Projector]:
+    return [ObservationsProjector(check_templates=check_templates, build=build)]

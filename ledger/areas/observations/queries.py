@@ -1,4 +1,5 @@
-"""SQL of the observations area: the projection's reads and writes (sync), and the reads (async).
+"""SQL of the observations area: the view's reads and writes (sync, ``ViewSql``), and the reads
+(async).
 
 Every rollout read is one indexed lookup on ``observation_records`` by primary key.
 """
@@ -14,18 +15,21 @@ from sqlalchemy import (
     Connection,
     Row,
     Select,
+    Table,
     bindparam,
     delete,
     func,
     select,
     true,
-    type_coerce,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
-from sqlalchemy.sql.sqltypes import NullType
 
-from ledger.areas.captures.queries import load_state_and_counts, merge_gaps
+from ledger.areas.captures.queries import (
+    load_state_and_counts,
+    merge_gaps,
+    state_and_counts_query,
+)
 from ledger.areas.captures.tables import capture_calls
 from ledger.areas.observations.entry_payloads import StoredEntry, filled_entry
 from ledger.areas.observations.record_payloads_from_log import (
@@ -42,7 +46,7 @@ from ledger.areas.observations.tables import (
     observation_tool_calls,
 )
 from ledger.gym.capture_attachment import build_capture_attachment
-from ledger.gym.model_calls import AGGREGATE_FIELDS, ModelCallRecord, dump_with_payloads
+from ledger.gym.model_calls import ModelCallRecord, dump_with_payloads
 from ledger.log.canonical import compact_json, parse_json
 from ledger.log.driver import DriverQuery, DriverStatement
 from ledger.log.ended_generations import delete_rollouts
@@ -50,103 +54,10 @@ from ledger.log.tables import events, rollouts
 
 AREA_TABLES = (observation_calls, observation_records, observation_tool_calls, observation_gaps)
 
-
-# ---- the projection's side (sync, inside the append transaction) ---------------------------
-#
-# Statements are built once with bind parameters: the projection runs on every capture append,
-# and building a SQLAlchemy statement per call costs more than executing it.
-
-_ROLLOUT: BindParameter[str] = bindparam("p_rollout_id")
-_GENERATION: BindParameter[int] = bindparam("p_generation")
-_SELECT_INPUTS = DriverQuery(
-    select(
-        observation_records.c.generation,
-        observation_records.c.bundle_seq,
-        observation_records.c.bundle,
-        observation_records.c.result_seq,
-        observation_records.c.result,
-        observation_records.c.call_totals,
-    ).where(observation_records.c.rollout_id == _ROLLOUT)
-)
-# A generation's calls with payloads: each stored record and its event's payload.
-_SELECT_CALLS = DriverQuery(
-    select(
-        capture_calls.c.seq, capture_calls.c.model_call_id, capture_calls.c.record, events.c.payload
-    )
-    .select_from(capture_calls.join(events, events.c.seq == capture_calls.c.seq))
-    .where(capture_calls.c.rollout_id == _ROLLOUT)
-    .where(capture_calls.c.generation == _GENERATION)
-    .where(capture_calls.c.record.is_not(None))
-    .order_by(capture_calls.c.call_index)
-)
-_SELECT_POSITIONS = DriverQuery(
-    select(
-        capture_calls.c.seq,
-        capture_calls.c.call_index,
-        capture_calls.c.damaged,
-        capture_calls.c.record,
-    )
-    .where(capture_calls.c.rollout_id == _ROLLOUT)
-    .where(capture_calls.c.generation == _GENERATION)
-    .where(capture_calls.c.seq >= bindparam("p_from_seq"))
-)
-_CALL_JOIN = observation_calls.join(
-    capture_calls,
-    (capture_calls.c.rollout_id == observation_calls.c.rollout_id)
-    & (capture_calls.c.generation == observation_calls.c.generation)
-    & (capture_calls.c.call_index == observation_calls.c.call_index),
-)
-_SELECT_FIGURES = DriverQuery(
-    select(
-        # IS NULL reads the column's type from the row header, not its (overflowing) text.
-        type_coerce(observation_calls.c.trajectory_entry.is_not(None), NullType()).label(
-            "has_trajectory_entry"
-        ),
-        # Untyped: the numbers come back as the driver gives them (int, float or None) and
-        # asyncpg's numeric result processors need a column type the cursor does not supply.
-        *(type_coerce(capture_calls.c[name], NullType()).label(name) for name in AGGREGATE_FIELDS),
-    )
-    .select_from(_CALL_JOIN)
-    .where(observation_calls.c.rollout_id == _ROLLOUT)
-    .where(observation_calls.c.generation == _GENERATION)
-    .order_by(observation_calls.c.call_index)
-)
 # An entry's event is joined only when the entry takes its payloads from it.
 _ENTRY_EVENT = (events.c.seq == capture_calls.c.seq) & (
     observation_calls.c.payloads_from_log == true()
 )
-_SELECT_PIECES = DriverQuery(
-    select(
-        capture_calls.c.record,
-        observation_calls.c.trajectory_entry,
-        observation_calls.c.payloads_from_log,
-        events.c.payload.label("event_payload"),
-    )
-    .select_from(_CALL_JOIN.outerjoin(events, _ENTRY_EVENT))
-    .where(observation_calls.c.rollout_id == _ROLLOUT)
-    .where(observation_calls.c.generation == _GENERATION)
-    .order_by(observation_calls.c.call_index)
-)
-_INSERT_CALL = DriverStatement(observation_calls.insert())
-_DELETE_CALLS_STATEMENT = delete(observation_calls).where(
-    observation_calls.c.rollout_id == _ROLLOUT
-)
-_DELETE_CALLS = DriverStatement(_DELETE_CALLS_STATEMENT)
-_DELETE_GENERATION_CALLS = DriverStatement(
-    _DELETE_CALLS_STATEMENT.where(observation_calls.c.generation == _GENERATION)
-)
-# Writes run on the driver (store/driver.py): a rollout's record is rewritten by every command
-# that touches the rollout, i.e. on every single-capture request.
-_INSERT_RECORD = DriverStatement(observation_records.insert())
-_UPDATE_RECORD = DriverStatement(
-    observation_records.update().where(observation_records.c.rollout_id == _ROLLOUT)
-)
-_INSERT_TOOL_CALL = DriverStatement(observation_tool_calls.insert())
-_INSERT_GAP = DriverStatement(observation_gaps.insert())
-_REPLACE_ROWS = {
-    table.name: DriverStatement(delete(table).where(table.c.rollout_id == _ROLLOUT))
-    for table in (observation_tool_calls, observation_gaps)
-}
 
 
 @dataclass(frozen=True)
@@ -162,24 +73,6 @@ class RecordInputs:
     call_totals: CallTotals = field(default_factory=CallTotals)
 
 
-def load_inputs(conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
-    row = _SELECT_INPUTS.first(conn, {"p_rollout_id": rollout_id})
-    if row is None:
-        return RecordInputs(generation=generation)
-    if row.generation != generation:
-        # A row of an ended generation: its inputs do not carry over to the new one.
-        return RecordInputs(generation=generation, stored=True)
-    return RecordInputs(
-        generation=generation,
-        bundle_seq=row.bundle_seq,
-        bundle=json.loads(row.bundle) if row.bundle is not None else None,
-        result_seq=row.result_seq,
-        result=json.loads(row.result) if row.result is not None else None,
-        stored=True,
-        call_totals=CallTotals.load(row.call_totals),
-    )
-
-
 @dataclass(frozen=True)
 class CapturedPosition:
     """A position the capture projector wrote: its ``call_index`` and its record without
@@ -187,37 +80,6 @@ class CapturedPosition:
 
     call_index: int
     record: str
-
-
-def captured_positions(
-    conn: Connection, rollout_id: str, generation: int, from_seq: int
-) -> dict[int, CapturedPosition]:
-    """The record positions of the rollout generation written by events at ``from_seq`` or
-    later, by event seq (damaged positions are left out: Gym's merge skips them)."""
-    rows = _SELECT_POSITIONS.all(
-        conn, {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq}
-    )
-    return {
-        int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
-        for row in rows
-        if not row.damaged and row.record is not None
-    }
-
-
-def store_call(
-    conn: Connection, rollout_id: str, generation: int, call_index: int, entry: StoredEntry
-) -> None:
-    """One kept call: its trajectory entry as stored (entry_payloads.py)."""
-    _INSERT_CALL.execute(
-        conn,
-        {
-            "rollout_id": rollout_id,
-            "generation": generation,
-            "call_index": call_index,
-            "trajectory_entry": entry.text,
-            "payloads_from_log": entry.payloads_from_log,
-        },
-    )
 
 
 def entry_text(row: Row[Any]) -> str | None:
@@ -229,68 +91,6 @@ def entry_text(row: Row[Any]) -> str | None:
     if row.event_payload is None:
         raise ValueError("a stored trajectory entry's event has no payload")
     return filled_entry(str(text), parse_json(row.event_payload)["exchange"])
-
-
-def count_call_totals(conn: Connection, rollout_id: str, generation: int) -> CallTotals:
-    """The running totals of the rollout generation's stored (non-damaged) calls, counted from
-    the calls themselves in ``call_index`` order (the projection keeps them call by call;
-    revision 0005 counts them for records stored before it)."""
-    rows = _SELECT_FIGURES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    totals = CallTotals()
-    for row in rows:
-        figures = {name: getattr(row, name) for name in AGGREGATE_FIELDS}
-        totals = totals.add(figures, has_entry=bool(row.has_trajectory_entry))
-    return totals
-
-
-def load_call_pieces(conn: Connection, rollout_id: str, generation: int) -> list[CallPiece]:
-    """The JSON each stored call puts into a capture-only record, in ``call_index`` order."""
-    rows = _SELECT_PIECES.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    return [CallPiece(str(row.record), entry_text(row)) for row in rows]
-
-
-def forget_calls(conn: Connection, rollout_id: str, generation: int | None = None) -> None:
-    if generation is None:
-        _DELETE_CALLS.execute(conn, {"p_rollout_id": rollout_id})
-    else:
-        _DELETE_GENERATION_CALLS.execute(
-            conn, {"p_rollout_id": rollout_id, "p_generation": generation}
-        )
-
-
-def forget_rollouts(conn: Connection, ended: Sequence[tuple[str, int]]) -> None:
-    """Every row of these rollouts (tombstones: ended generations), one statement per table."""
-    for table in AREA_TABLES:
-        delete_rollouts(conn, table, ended)
-
-
-def load_capture_attachment(
-    conn: Connection, rollout_id: str, generation: int
-) -> tuple[dict[str, Any], dict[str, CapturedCall]]:
-    """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's merge),
-    and where each call's payloads are in the log, by ``model_call_id``.
-
-    Calls come from the capture view's records (``capture_calls``, in ``call_index`` order)
-    with their payloads from their events; the merge gaps from the capture tables.
-    """
-    rows = _SELECT_CALLS.all(conn, {"p_rollout_id": rollout_id, "p_generation": generation})
-    records = []
-    captured = {}
-    for row in rows:
-        exchange = parse_json(row.payload)["exchange"]
-        records.append(
-            ModelCallRecord.model_validate(dump_with_payloads(parse_json(row.record), exchange))
-        )
-        captured[str(row.model_call_id)] = CapturedCall(int(row.seq), exchange)
-    gaps = capture_gaps_of(conn, rollout_id, generation)
-    attachment = build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
-    return attachment, captured
-
-
-def capture_gaps_of(conn: Connection, rollout_id: str, generation: int) -> list[dict[str, Any]]:
-    """Gym's merge gaps of a rollout generation, from the capture tables (the capture view's
-    counts are applied before this view flushes: area order)."""
-    return merge_gaps(*load_state_and_counts(conn, rollout_id, generation))
 
 
 @dataclass(frozen=True)
@@ -333,70 +133,259 @@ def perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_record(
-    conn: Connection,
-    rollout_id: str,
-    inputs: RecordInputs,
-    projected: ProjectedRecord,
-    *,
-    seq: int,
-    projection_failed: bool,
-) -> None:
-    values = {
-        "generation": inputs.generation,
-        "last_seq": seq,
-        "bundle_seq": inputs.bundle_seq,
-        "bundle": compact_json(inputs.bundle) if inputs.bundle is not None else None,
-        "result_seq": inputs.result_seq,
-        "result": compact_json(inputs.result) if inputs.result is not None else None,
-        "task_id": projected.task_id,
-        "trajectory_rollout_id": projected.trajectory_rollout_id,
-        "projection_failed": projection_failed,
-        "gap_count": len(projected.gaps),
-        "record": projected.text,
-        "assembled": projected.assembled,
-        "payloads_from_log": projected.payloads_from_log,
-        "call_totals": inputs.call_totals.dump() if inputs.call_totals.count else None,
-        **projected.perf,
-    }
-    if inputs.stored:
-        _UPDATE_RECORD.execute(conn, {**values, "p_rollout_id": rollout_id})
-    else:
-        _INSERT_RECORD.execute(conn, {**values, "rollout_id": rollout_id})
-    for statement in _REPLACE_ROWS.values():
-        statement.execute(conn, {"p_rollout_id": rollout_id})
-    for position, tool in enumerate(projected.tool_calls):
-        _INSERT_TOOL_CALL.execute(
+# ---- the view's side (sync, in the follower's transaction) --------------------------------
+
+
+class ViewSql:
+    """The observations view's reads and writes on the tables of one build (log/view_builds.py:
+    its own, and the capture view's it reads when it flushes), each statement built once with
+    bind parameters: the view runs them for every rollout of every page, and building a
+    SQLAlchemy statement costs more than executing it."""
+
+    def __init__(self, tables: Sequence[Table], capture_tables: Sequence[Table]) -> None:
+        calls, records, tool_calls, gaps = tables
+        captured, counts = capture_tables
+        self.tables = tuple(tables)
+        rollout: BindParameter[str] = bindparam("p_rollout_id")
+        generation: BindParameter[int] = bindparam("p_generation")
+        self._select_inputs = DriverQuery(
+            select(
+                records.c.generation,
+                records.c.bundle_seq,
+                records.c.bundle,
+                records.c.result_seq,
+                records.c.result,
+                records.c.call_totals,
+            ).where(records.c.rollout_id == rollout)
+        )
+        # A generation's calls with payloads: each stored record and its event's payload.
+        self._select_calls = DriverQuery(
+            select(captured.c.seq, captured.c.model_call_id, captured.c.record, events.c.payload)
+            .select_from(captured.join(events, events.c.seq == captured.c.seq))
+            .where(captured.c.rollout_id == rollout)
+            .where(captured.c.generation == generation)
+            .where(captured.c.record.is_not(None))
+            .order_by(captured.c.call_index)
+        )
+        self._select_positions = DriverQuery(
+            select(captured.c.seq, captured.c.call_index, captured.c.damaged, captured.c.record)
+            .where(captured.c.rollout_id == rollout)
+            .where(captured.c.generation == generation)
+            .where(captured.c.seq >= bindparam("p_from_seq"))
+        )
+        call_join = calls.join(
+            captured,
+            (captured.c.rollout_id == calls.c.rollout_id)
+            & (captured.c.generation == calls.c.generation)
+            & (captured.c.call_index == calls.c.call_index),
+        )
+        entry_event = (events.c.seq == captured.c.seq) & (calls.c.payloads_from_log == true())
+        self._select_pieces = DriverQuery(
+            select(
+                captured.c.record,
+                calls.c.trajectory_entry,
+                calls.c.payloads_from_log,
+                events.c.payload.label("event_payload"),
+            )
+            .select_from(call_join.outerjoin(events, entry_event))
+            .where(calls.c.rollout_id == rollout)
+            .where(calls.c.generation == generation)
+            .order_by(calls.c.call_index)
+        )
+        self._state_and_counts = state_and_counts_query(counts)
+        self._insert_call = DriverStatement(calls.insert())
+        delete_calls = delete(calls).where(calls.c.rollout_id == rollout)
+        self._delete_calls = DriverStatement(delete_calls)
+        self._delete_generation_calls = DriverStatement(
+            delete_calls.where(calls.c.generation == generation)
+        )
+        self._insert_record = DriverStatement(records.insert())
+        self._update_record = DriverStatement(
+            records.update().where(records.c.rollout_id == rollout)
+        )
+        self._insert_tool_call = DriverStatement(tool_calls.insert())
+        self._insert_gap = DriverStatement(gaps.insert())
+        self._replace_rows = [
+            DriverStatement(delete(table).where(table.c.rollout_id == rollout))
+            for table in (tool_calls, gaps)
+        ]
+
+    def load_inputs(self, conn: Connection, rollout_id: str, generation: int) -> RecordInputs:
+        row = self._select_inputs.first(conn, {"p_rollout_id": rollout_id})
+        if row is None:
+            return RecordInputs(generation=generation)
+        if row.generation != generation:
+            # A row of an ended generation: its inputs do not carry over to the new one.
+            return RecordInputs(generation=generation, stored=True)
+        return RecordInputs(
+            generation=generation,
+            bundle_seq=row.bundle_seq,
+            bundle=json.loads(row.bundle) if row.bundle is not None else None,
+            result_seq=row.result_seq,
+            result=json.loads(row.result) if row.result is not None else None,
+            stored=True,
+            call_totals=CallTotals.load(row.call_totals),
+        )
+
+    def captured_positions(
+        self, conn: Connection, rollout_id: str, generation: int, from_seq: int
+    ) -> dict[int, CapturedPosition]:
+        """The record positions of the rollout generation written by events at ``from_seq`` or
+        later, by event seq (damaged positions are left out: Gym's merge skips them)."""
+        rows = self._select_positions.all(
+            conn,
+            {"p_rollout_id": rollout_id, "p_generation": generation, "p_from_seq": from_seq},
+        )
+        return {
+            int(row.seq): CapturedPosition(int(row.call_index), str(row.record))
+            for row in rows
+            if not row.damaged and row.record is not None
+        }
+
+    def store_call(
+        self,
+        conn: Connection,
+        rollout_id: str,
+        generation: int,
+        call_index: int,
+        entry: StoredEntry,
+    ) -> None:
+        """One kept call: its trajectory entry as stored (entry_payloads.py)."""
+        self._insert_call.execute(
             conn,
             {
                 "rollout_id": rollout_id,
-                "position": position,
-                "generation": inputs.generation,
-                "invocation_id": tool["invocation_id"],
-                "tool_call_id": tool["tool_call_id"],
-                "tool_name": tool.get("tool_name"),
-                "status": tool["status"],
-                "timing_source": tool.get("timing_source"),
-                "sandbox_id": tool.get("sandbox_id"),
-                "started_at": tool.get("started_at"),
-                "completed_at": tool.get("completed_at"),
-                "duration_ms": tool.get("duration_ms"),
-                "error_type": tool.get("error_type"),
+                "generation": generation,
+                "call_index": call_index,
+                "trajectory_entry": entry.text,
+                "payloads_from_log": entry.payloads_from_log,
             },
         )
-    for position, (document, gap) in enumerate(projected.gaps):
-        _INSERT_GAP.execute(
-            conn,
-            {
-                "rollout_id": rollout_id,
-                "position": position,
-                "generation": inputs.generation,
-                "document": document,
-                "code": gap["code"],
-                "invocation_id": gap.get("invocation_id"),
-                "detail": gap.get("detail"),
-            },
+
+    def load_call_pieces(
+        self, conn: Connection, rollout_id: str, generation: int
+    ) -> list[CallPiece]:
+        """The JSON each stored call puts into a capture-only record, in ``call_index``
+        order."""
+        rows = self._select_pieces.all(
+            conn, {"p_rollout_id": rollout_id, "p_generation": generation}
         )
+        return [CallPiece(str(row.record), entry_text(row)) for row in rows]
+
+    def forget_calls(
+        self, conn: Connection, rollout_id: str, generation: int | None = None
+    ) -> None:
+        if generation is None:
+            self._delete_calls.execute(conn, {"p_rollout_id": rollout_id})
+        else:
+            self._delete_generation_calls.execute(
+                conn, {"p_rollout_id": rollout_id, "p_generation": generation}
+            )
+
+    def forget_rollouts(self, conn: Connection, ended: Sequence[tuple[str, int]]) -> None:
+        """Every row of these rollouts (tombstones: ended generations), one statement per
+        table."""
+        for table in self.tables:
+            delete_rollouts(conn, table, ended)
+
+    def load_capture_attachment(
+        self, conn: Connection, rollout_id: str, generation: int
+    ) -> tuple[dict[str, Any], dict[str, CapturedCall]]:
+        """``ng_model_call_capture`` of the rollout generation, calls WITH payloads (Gym's
+        merge), and where each call's payloads are in the log, by ``model_call_id``.
+
+        Calls come from the capture view's records (``capture_calls``, in ``call_index``
+        order) with their payloads from their events; the merge gaps from the capture tables.
+        """
+        rows = self._select_calls.all(
+            conn, {"p_rollout_id": rollout_id, "p_generation": generation}
+        )
+        records = []
+        captured = {}
+        for row in rows:
+            exchange = parse_json(row.payload)["exchange"]
+            records.append(
+                ModelCallRecord.model_validate(dump_with_payloads(parse_json(row.record), exchange))
+            )
+            captured[str(row.model_call_id)] = CapturedCall(int(row.seq), exchange)
+        gaps = self.capture_gaps_of(conn, rollout_id, generation)
+        attachment = build_capture_attachment(rollout_id, records, gaps, include_payloads=True)
+        return attachment, captured
+
+    def capture_gaps_of(
+        self, conn: Connection, rollout_id: str, generation: int
+    ) -> list[dict[str, Any]]:
+        """Gym's merge gaps of a rollout generation, from the capture tables (the capture
+        view's counts are applied before this view flushes: area order)."""
+        return merge_gaps(
+            *load_state_and_counts(conn, rollout_id, generation, query=self._state_and_counts)
+        )
+
+    def write_record(
+        self,
+        conn: Connection,
+        rollout_id: str,
+        inputs: RecordInputs,
+        projected: ProjectedRecord,
+        *,
+        seq: int,
+        projection_failed: bool,
+    ) -> None:
+        values = {
+            "generation": inputs.generation,
+            "last_seq": seq,
+            "bundle_seq": inputs.bundle_seq,
+            "bundle": compact_json(inputs.bundle) if inputs.bundle is not None else None,
+            "result_seq": inputs.result_seq,
+            "result": compact_json(inputs.result) if inputs.result is not None else None,
+            "task_id": projected.task_id,
+            "trajectory_rollout_id": projected.trajectory_rollout_id,
+            "projection_failed": projection_failed,
+            "gap_count": len(projected.gaps),
+            "record": projected.text,
+            "assembled": projected.assembled,
+            "payloads_from_log": projected.payloads_from_log,
+            "call_totals": inputs.call_totals.dump() if inputs.call_totals.count else None,
+            **projected.perf,
+        }
+        if inputs.stored:
+            self._update_record.execute(conn, {**values, "p_rollout_id": rollout_id})
+        else:
+            self._insert_record.execute(conn, {**values, "rollout_id": rollout_id})
+        for statement in self._replace_rows:
+            statement.execute(conn, {"p_rollout_id": rollout_id})
+        for position, tool in enumerate(projected.tool_calls):
+            self._insert_tool_call.execute(
+                conn,
+                {
+                    "rollout_id": rollout_id,
+                    "position": position,
+                    "generation": inputs.generation,
+                    "invocation_id": tool["invocation_id"],
+                    "tool_call_id": tool["tool_call_id"],
+                    "tool_name": tool.get("tool_name"),
+                    "status": tool["status"],
+                    "timing_source": tool.get("timing_source"),
+                    "sandbox_id": tool.get("sandbox_id"),
+                    "started_at": tool.get("started_at"),
+                    "completed_at": tool.get("completed_at"),
+                    "duration_ms": tool.get("duration_ms"),
+                    "error_type": tool.get("error_type"),
+                },
+            )
+        for position, (document, gap) in enumerate(projected.gaps):
+            self._insert_gap.execute(
+                conn,
+                {
+                    "rollout_id": rollout_id,
+                    "position": position,
+                    "generation": inputs.generation,
+                    "document": document,
+                    "code": gap["code"],
+                    "invocation_id": gap.get("invocation_id"),
+                    "detail": gap.get("detail"),
+                },
+            )
 
 
 # ---- reads (async) -------------------------------------------------------------------------
@@ -429,7 +418,7 @@ _RECORD_AND_PIECES = (
         )
         .outerjoin(events, _ENTRY_EVENT)
     )
-    .where(observation_records.c.rollout_id == _ROLLOUT)
+    .where(observation_records.c.rollout_id == bindparam("p_rollout_id"))
     .order_by(observation_calls.c.call_index)
 )
 

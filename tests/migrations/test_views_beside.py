@@ -1,0 +1,315 @@
+"""An upgrade builds the views beside the live ones and swaps the build in when it reaches the
+head (log/view_builds.py): reads go on from the live build, appends never wait for the build,
+and the swap is atomic. Revision 0022 moves the views into their first build and back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, func, inspect, select
+
+from ledger.app.areas import (
+    default_catalogue,
+    default_projectors,
+    view_projectors,
+    views_follower,
+    write_side_projectors,
+)
+from ledger.app.bootstrap import upgrade_database
+from ledger.areas.captures.calls_view import CaptureCallsView
+from ledger.areas.captures.service import CaptureService
+from ledger.areas.captures.tables import capture_calls
+from ledger.areas.observations.projection import ObservationsProjector
+from ledger.areas.observations.queries import read_record_text_sync
+from ledger.log import migrate
+from ledger.log.engines import create_async_db_engine
+from ledger.log.errors import ViewsBehind
+from ledger.log.freshness import Freshness
+from ledger.log.projection_versions import projection_versions, recorded_versions
+from ledger.log.rebuild import rebuild_stale_projections
+from ledger.log.store import LedgerStore
+from ledger.log.tables import events
+from ledger.log.verify import verify_projections
+from ledger.log.view_builds import Builds, read_builds
+from ledger.log.view_checkpoints import view_checkpoints
+from tests.support.exchanges import chat_exchange, responses_exchange
+from tests.support.templates import PostgresCopies
+
+ROLLOUTS = ["r0", "r1", "r2"]
+
+
+class ObservationsProjectorV3(ObservationsProjector):
+    """The observations view as a later release has it (same rows, a new version)."""
+
+    version = 3
+
+
+VIEW_TABLES = sorted(table.name for view in view_projectors() for table in view.tables)
+NAMES = [view.name for view in view_projectors()]
+
+
+async def _run(url: str, fn: Any) -> Any:
+    engine = create_async_db_engine(url, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            return await conn.run_sync(fn)
+    finally:
+        await engine.dispose()
+
+
+async def _opened(url: str) -> LedgerStore:
+    store = LedgerStore(url, default_catalogue(), write_side_projectors())
+    await store.open()
+    return store
+
+
+async def _write_and_follow(url: str) -> None:
+    store = await _opened(url)
+    try:
+        captures = CaptureService(store)
+        for n in range(9):
+            make = chat_exchange if n % 2 else responses_exchange
+            await captures.append(ROLLOUTS[n % 3], make(model_call_id=f"c{n}"))
+        await views_follower(store).catch_up()
+    finally:
+        await store.close()
+
+
+def _mark_observations_stale(conn: Connection) -> None:
+    """What a revision does when the observations view's rows need its code: mark it."""
+    conn.execute(
+        projection_versions.update()
+        .where(projection_versions.c.projection == "observations")
+        .values(version=0)
+    )
+
+
+def _records(conn: Connection) -> dict[str, str | None]:
+    return {rollout: read_record_text_sync(conn, rollout) for rollout in ROLLOUTS}
+
+
+def _call_rows(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(capture_calls)).scalar_one())
+
+
+def _relations(conn: Connection) -> tuple[set[str], set[str]]:
+    found = inspect(conn)
+    return set(found.get_table_names()), set(found.get_view_names())
+
+
+def _head(conn: Connection) -> int:
+    return int(conn.execute(select(func.max(events.c.seq))).scalar_one())
+
+
+def _checkpoints(conn: Connection) -> dict[str, tuple[int, int | None]]:
+    rows = conn.execute(
+        select(
+            view_checkpoints.c.projection, view_checkpoints.c.seq, view_checkpoints.c.rebuild_until
+        )
+    )
+    return {str(row[0]): (int(row[1]), row[2]) for row in rows}
+
+
+async def _verify(url: str) -> list[str]:
+    engine = create_async_db_engine(url, read_only=True, null_pool=True)
+    try:
+        report = await verify_projections(
+            engine, default_catalogue(), default_projectors(check_templates=True)
+        )
+    finally:
+        await engine.dispose()
+    return report.differences
+
+
+async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go_on(
+    database_url: str,
+) -> None:
+    url = database_url
+    await _write_and_follow(url)
+    records = await _run(url, _records)
+    call_rows = await _run(url, _call_rows)
+    live_seq = await _run(url, _head)
+    assert all(records.values()) and call_rows == 9
+    await _run(url, _mark_observations_stale)
+    report = await upgrade_database(url, build_views=False)
+    assert report is not None and report.views_reset
+
+    builds: Builds = await _run(url, read_builds)
+    assert builds.live.build == 1
+    assert builds.building is not None and builds.building.build == 2
+    assert builds.building.seq == 0 and builds.building.until_seq == live_seq
+    tables, views = await _run(url, _relations)
+    assert {f"{name}_b1" for name in VIEW_TABLES} <= tables
+    assert {f"{name}_b2" for name in VIEW_TABLES} <= tables
+    assert set(VIEW_TABLES) <= views
+    # Not stale for the code that started the build: ``serve`` starts on it.
+    assert (await _run(url, recorded_versions))["observations"] == 2
+
+    store = await _opened(url)
+    try:
+        captures = CaptureService(store)
+        follower = views_follower(store, page_events=2)
+        freshness = Freshness(store, NAMES, bound_s=0.2)
+        # The live build answers at once, as it had projected the log.
+        assert await store.read_sync(_records) == records
+        await freshness.wait_for_rollout("r0")
+        # Appends go on. A rollout with an event after the live build's checkpoint waits for the
+        # build, past the bound a 503 that says so.
+        await captures.append("fresh", chat_exchange(model_call_id="f0"))
+        with pytest.raises(ViewsBehind, match="building the views beside the live ones"):
+            await freshness.wait_for_rollout("fresh")
+        steps = 0
+        while (await follower.progress()).building is not None:
+            if steps < 3:
+                await captures.append("fresh", chat_exchange(model_call_id=f"f{steps + 1}"))
+            await follower.step()
+            steps += 1
+            if (await follower.progress()).building is not None:
+                # Until the swap the stable names show the live build, whole and unchanged.
+                assert await store.read_sync(_records) == records
+                assert await store.read_sync(_call_rows) == call_rows
+                assert (await store.read_sync(_checkpoints))["observations"] == (
+                    live_seq,
+                    live_seq,
+                )
+        assert steps > 3
+        # Swapped in: the new build's rows under the stable names, the fresh rollout's too.
+        await freshness.wait_for_rollout("fresh")
+        assert await store.read_sync(_records) == records
+        assert await store.read_sync(_call_rows) == call_rows + 4
+        head = await store.read_sync(_head)
+        assert await store.read_sync(_checkpoints) == dict.fromkeys(NAMES, (head, None))
+    finally:
+        await store.close()
+    builds = await _run(url, read_builds)
+    assert builds.live.build == 2 and builds.building is None
+    tables, views = await _run(url, _relations)
+    assert not {f"{name}_b1" for name in VIEW_TABLES} & tables
+    assert set(VIEW_TABLES) <= views
+    versions = await _run(
+        url,
+        lambda conn: dict(
+            conn.execute(select(projection_versions.c.projection, projection_versions.c.version))
+            .tuples()
+            .all()
+        ),
+    )
+    assert versions["observations"] == 2
+    assert await _verify(url) == []
+
+
+async def test_a_newer_upgrade_supersedes_a_build_that_has_not_finished(
+    database_url: str,
+) -> None:
+    url = database_url
+    await _write_and_follow(url)
+    await _run(url, _mark_observations_stale)
+    await upgrade_database(url, build_views=False)
+    # A later release whose observations view is at version 3, upgraded before the build ended.
+    later = [*write_side_projectors(), CaptureCallsView(), ObservationsProjectorV3()]
+    report = await rebuild_stale_projections(url, default_catalogue(), later)
+    assert report.stale == ["observations"] and report.views_reset
+    builds = await _run(url, read_builds)
+    assert builds.live.build == 1
+    assert builds.building is not None and builds.building.build == 3
+    assert builds.building.versions == {"capture_calls": 1, "observations": 3}
+    tables, _ = await _run(url, _relations)
+    assert not {f"{name}_b2" for name in VIEW_TABLES} & tables
+    store = await _opened(url)
+    try:
+        await views_follower(store).catch_up()
+    finally:
+        await store.close()
+    assert (await _run(url, read_builds)).live.build == 3
+    assert await _verify(url) == []
+
+
+async def test_a_build_of_an_empty_log_is_swapped_in(database_url: str) -> None:
+    url = database_url
+    await migrate.upgrade(url)
+    await _run(url, _mark_observations_stale)
+    report = await upgrade_database(url)  # follows the views: the build is swapped in at once
+    assert report is not None and report.views_reset
+    builds = await _run(url, read_builds)
+    assert builds.live.build == 2 and builds.building is None
+
+
+async def test_0022_down_and_up_from_a_later_build(database_url: str) -> None:
+    """Down from a database whose live build is the second (its indexes named for it) and with
+    a third being built: the stable tables come back with their rows and index names."""
+    url = database_url
+    await _write_and_follow(url)
+    await _run(url, _mark_observations_stale)
+    await upgrade_database(url)  # build 2 swapped in
+    records = await _run(url, _records)
+    await _run(url, _mark_observations_stale)
+    await upgrade_database(url, build_views=False)  # build 3 left running
+    await migrate.downgrade(url, "0021_entry_payloads_from_log")
+    tables, views = await _run(url, _relations)
+    assert set(VIEW_TABLES) <= tables
+    assert not set(VIEW_TABLES) & views
+    assert not {name for name in tables if name.rsplit("_", 1)[-1] in ("b2", "b3")}
+
+    def indexes(conn: Connection) -> set[str]:
+        found = inspect(conn)
+        return {str(index["name"]) for name in VIEW_TABLES for index in found.get_indexes(name)}
+
+    names = await _run(url, indexes)
+    assert "ix_capture_calls_seq" in names and not any(name.endswith("_b2") for name in names)
+    # The rows of build 2, read as the code before this revision read them.
+    assert await _run(url, _records) == records
+    await migrate.upgrade(url)
+    builds = await _run(url, read_builds)
+    assert builds.live.build == 1 and builds.building is None
+    assert await _run(url, _records) == records
+    assert await _verify(url) == []
+
+
+@pytest.fixture
+async def postgres_database_url(postgres_copies: PostgresCopies) -> AsyncIterator[str]:
+    async with postgres_copies.url() as url:
+        yield url
+
+
+@pytest.mark.postgres
+async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL (a SQLite reader holds a snapshot, not the tables): a reader's transaction
+    holds the live views, and the swap, which needs them alone, would wait for it with the
+    append lock held; it gives up and is tried again."""
+    url = postgres_database_url
+    await _write_and_follow(url)
+    await _run(url, _mark_observations_stale)
+    await upgrade_database(url, build_views=False)
+    reader_engine = create_async_db_engine(url, null_pool=True)
+    store = await _opened(url)
+    try:
+        async with reader_engine.connect() as reader:
+            transaction = await reader.begin()
+            assert await reader.run_sync(_call_rows) == 9  # holds the live views until it ends
+            follower = views_follower(store)
+            # The build's pages are applied; its swap gives up after the lock timeout.
+            while (await follower.progress()).behind:
+                await follower.step()
+            assert await follower.step() == 0
+            building = (await store.read_sync(read_builds)).building
+            assert building is not None and building.seq == await store.read_sync(_head)
+            # Appends go on meanwhile; the build is still beside the live views.
+            await CaptureService(store).append("fresh", chat_exchange(model_call_id="during"))
+            assert (await store.read_sync(read_builds)).live.build == 1
+            # ``catch_up`` (what ``ledger db upgrade`` runs) waits until the reader is done.
+            waiting = asyncio.create_task(follower.catch_up())
+            await asyncio.sleep(1.5)
+            assert not waiting.done()
+            await transaction.commit()
+            await waiting
+        assert (await store.read_sync(read_builds)).live.build == 2
+        assert await store.read_sync(_call_rows) == 10
+    finally:
+        await store.close()
+        await reader_engine.dispose()
+    assert await _verify(url) == []
