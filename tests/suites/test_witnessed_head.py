@@ -207,18 +207,31 @@ def test_a_truncated_wal_loses_acknowledged_events_and_is_refused(sqlite_store: 
     assert f"events {first + 1}..{last} are missing (lost tail)" in verified.stdout
 
 
+def _pages_of(database: Path, name: str) -> tuple[list[int], int]:
+    """The pages of a table or index (SQLite's ``dbstat``) and the file's page size."""
+    with sqlite3.connect(database) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = [
+            row[0] for row in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,))
+        ]
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    return sorted(pages), page_size
+
+
+def _write_noise(database: Path, page: int, page_size: int, seed: int) -> None:
+    with database.open("r+b") as handle:
+        handle.seek((page - 1) * page_size)
+        handle.write(random.Random(seed).randbytes(page_size))
+
+
 def test_random_bytes_in_the_file_are_refused_with_a_fail_line(sqlite_store: Store) -> None:
     with sqlite_store.server() as server:
         _append_rows(server.base_url, "flip-r0", 300)
     database = Path(sqlite_store.url.split("///", 1)[1])
-    with sqlite3.connect(database) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    size = database.stat().st_size
-    assert size >= 64 * 1024
-    noise = random.Random(31).randbytes(4096)
-    with database.open("r+b") as handle:
-        handle.seek((size // 2) // 4096 * 4096)
-        handle.write(noise)
+    # A page of the log's own rows (a free page's bytes are read by no check, rightly).
+    pages, page_size = _pages_of(database, "events")
+    assert len(pages) >= 8
+    _write_noise(database, pages[len(pages) // 2], page_size, seed=31)
     checked = sqlite_store.cli("db", "check")
     assert checked.returncode == 1
     assert "FAIL the database file is damaged (PRAGMA quick_check)" in checked.stderr
@@ -232,6 +245,29 @@ def test_random_bytes_in_the_file_are_refused_with_a_fail_line(sqlite_store: Sto
     )
     for output in (checked.stderr, served.stderr, verified.stdout + verified.stderr):
         assert "Traceback" not in output, output
+
+
+def test_random_bytes_over_the_schema_are_refused_with_a_fail_line(sqlite_store: Store) -> None:
+    """Damage where SQLite keeps the schema fails the first statement of any connection: the
+    commands still answer with a FAIL line, never a traceback."""
+    with sqlite_store.server() as server:
+        _append_rows(server.base_url, "schema-r0", 20)
+    database = Path(sqlite_store.url.split("///", 1)[1])
+    pages, page_size = _pages_of(database, "sqlite_schema")
+    for page in pages:
+        if page != 1:  # the file's header: then it is not taken for a database at all
+            _write_noise(database, page, page_size, seed=page)
+    if pages == [1]:
+        _write_noise(database, 1, page_size, seed=1)
+    for command in (("db", "check"), ("verify",)):
+        done = sqlite_store.cli(*command)
+        output = done.stdout + done.stderr
+        assert done.returncode == 1, output
+        assert any(line.startswith("FAIL") for line in output.splitlines()), output
+        assert "Traceback" not in output, output
+    served = sqlite_store.serve_exit()
+    assert served.returncode == 1
+    assert "FAIL" in served.stderr and "Traceback" not in served.stderr, served.stderr
 
 
 def test_a_fence_undone_by_hand_is_refused(store: Store) -> None:

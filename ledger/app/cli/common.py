@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger.app.config import Settings
 from ledger.app.http.body import describe_validation_error
-from ledger.log.errors import LedgerError, LogDamaged
+from ledger.log.errors import LedgerError, LogDamaged, damage_of
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,6 +31,17 @@ def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(runner())
     except LedgerError as exc:
         err.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)  # one copyable line
+        raise SystemExit(1) from exc
+    except DBAPIError as exc:
+        # A damaged file can fail a command's first statement (the schema is read on connect).
+        damage = damage_of(exc)
+        if damage is None:
+            raise
+        click.echo(
+            f"FAIL the database file is damaged ({damage}): restore a backup "
+            "(docs/operations.md, 'A damaged store')",
+            err=True,
+        )
         raise SystemExit(1) from exc
 
 
