@@ -8,7 +8,9 @@ append single captures from the moment it answers ``/healthz`` until the views h
 then for ``--idle-s`` more seconds. Printed: how long until the server answered, until the new
 version of the views had caught up (it then serves every read), the appends acknowledged and
 failed, and the ack latencies while the views were rebuilt beside those of the same clients on
-the same server once they had caught up (the same run's idle figure).
+the same server once they had caught up (the same run's idle figure), and what one reader got
+while the views were rebuilt: the record of a rollout written before the upgrade, read again and
+again (status and latency; the live views answer it since the views are built beside them).
 
 The code before issue 27 step 5 rebuilt every projection under the writer's lock before it
 served: run this file from a checkout of it to compare (docs/benchmarks.md does, alternated).
@@ -31,7 +33,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from benchmarks.bench_captures import exchange, read_database
+from benchmarks.bench_captures import READ_ROLLOUT, exchange, read_database
 from benchmarks.bench_projector import catch_up_views
 from benchmarks.serving import wait_until_serving
 from ledger.log.engines import create_async_db_engine
@@ -60,6 +62,20 @@ class Acks:
         self.idle: list[float] = []
         self.failed = 0
         self.caught_up = False
+        # The reader's answers while the views were rebuilt: (status, seconds).
+        self.reads: list[tuple[int, float]] = []
+
+
+async def _reader(http: httpx.AsyncClient, acks: Acks) -> None:
+    """Reads a record written before the upgrade until the views have caught up."""
+    while not acks.caught_up:
+        started = time.perf_counter()
+        try:
+            status = (await http.get(f"/v1/rollouts/{READ_ROLLOUT}/record")).status_code
+        except httpx.HTTPError:
+            status = 0
+        if not acks.caught_up:
+            acks.reads.append((status, time.perf_counter() - started))
 
 
 async def _client(http: httpx.AsyncClient, n: int, acks: Acks, stop: asyncio.Event) -> None:
@@ -82,9 +98,10 @@ async def _client(http: httpx.AsyncClient, n: int, acks: Acks, stop: asyncio.Eve
 async def _drive(base_url: str, serving_at: float, idle_s: float) -> tuple[Acks, float]:
     acks = Acks()
     stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=CLIENTS)
+    limits = httpx.Limits(max_connections=CLIENTS + 1)
     async with httpx.AsyncClient(base_url=base_url, timeout=120, limits=limits) as http:
         clients = [asyncio.create_task(_client(http, n, acks, stop)) for n in range(CLIENTS)]
+        clients.append(asyncio.create_task(_reader(http, acks)))
         while True:
             views = (await http.get("/readyz")).json()["views"]
             if views["projected_seq"] >= views["head_seq"] - CLIENTS:
@@ -151,7 +168,7 @@ def main(argv: list[str]) -> None:
         told = [
             line
             for line in (root / "serve.log").read_text().splitlines()
-            if "rebuilt" in line or "stale" in line or "start again" in line
+            if any(word in line for word in ("rebuilt", "stale", "start again", "beside"))
         ]
     print("\n".join(f"  serve: {line}" for line in told))
     print(f"serving after {serving_after:.1f} s; the views caught up {caught_up_after:.1f} s later")
@@ -164,3 +181,10 @@ def main(argv: list[str]) -> None:
     ):
         worst = f"{max(values) * 1000:.1f}" if values else "n/a"
         print(f"{name:>28} {len(values):>7} {_ms(values, 50):>8} {_ms(values, 99):>8} {worst:>8}")
+    served = [took for status, took in acks.reads if status == 200]
+    refused = len(acks.reads) - len(served)
+    print(
+        f"reads of a record written before the upgrade, while the views rebuilt: "
+        f"{len(acks.reads)} ({len(served)} answered 200, {refused} not), p50 "
+        f"{_ms([took for _, took in acks.reads], 50)} ms"
+    )
