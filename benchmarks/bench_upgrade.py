@@ -104,7 +104,12 @@ async def _drive(base_url: str, serving_at: float, idle_s: float) -> tuple[Acks,
         clients.append(asyncio.create_task(_reader(http, acks)))
         while True:
             views = (await http.get("/readyz")).json()["views"]
-            if views["projected_seq"] >= views["head_seq"] - CLIENTS:
+            # The upgrade's rebuild (or build beside the live views) has reached the head it
+            # started at, and the views keep up with the appends.
+            if (
+                views["rebuilding_until"] is None
+                and views["projected_seq"] >= views["head_seq"] - CLIENTS
+            ):
                 break
             await asyncio.sleep(0.1)  # poll
         acks.caught_up = True
