@@ -25,7 +25,6 @@ from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.tables import health_findings as hf
 from ledger.areas.lineage.service import LineageService
 from ledger.log import migrate
-from ledger.log.engines import create_async_db_engine
 from ledger.log.errors import ProjectionsStale, ViewsBehind
 from ledger.log.freshness import Freshness
 from ledger.log.projection_versions import projection_versions
@@ -34,11 +33,15 @@ from ledger.log.rebuild import ensure_projections_current, rebuild_stale_project
 from ledger.log.rollouts_projection import RolloutsProjector
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
-from ledger.log.verify import verify_projections
 from ledger.log.view_builds import read_builds
 from ledger.log.view_checkpoints import view_checkpoints
 from tests.cli.support import invoke
 from tests.support.exchanges import chat_exchange, responses_exchange
+from tests.support.view_upgrades import (
+    mark_observations_stale,
+    run_committed,
+    verify_differences,
+)
 
 # The write side's projections, then the views that follow the log.
 PROJECTIONS = [
@@ -60,15 +63,6 @@ class RolloutsProjectorV2(RolloutsProjector):
     """The rollouts projection as if its code had changed (same rows, a new version)."""
 
     version = 2
-
-
-async def _run(url: str, fn: Any) -> Any:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.begin() as conn:
-            return await conn.run_sync(fn)
-    finally:
-        await engine.dispose()
 
 
 def _versions(conn: Connection) -> dict[str, int]:
@@ -95,15 +89,6 @@ async def _write_some(url: str) -> None:
         await store.close()
 
 
-def _mark_observations_stale(conn: Connection) -> None:
-    """What a revision does when the observations view's rows need its code: mark it."""
-    conn.execute(
-        projection_versions.update()
-        .where(projection_versions.c.projection == "observations")
-        .values(version=0)
-    )
-
-
 async def _follow_views(url: str) -> int:
     """What the projector does after an upgrade emptied the views: the events it applied."""
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
@@ -124,19 +109,8 @@ def _rebuilds(conn: Connection) -> dict[str, int | None]:
     return {str(row[0]): row[1] for row in rows}
 
 
-async def _verify(url: str) -> list[str]:
-    engine = create_async_db_engine(url, read_only=True, null_pool=True)
-    try:
-        report = await verify_projections(
-            engine, default_catalogue(), default_projectors(check_templates=True)
-        )
-    finally:
-        await engine.dispose()
-    return report.differences
-
-
 async def test_a_new_database_records_every_projection_at_its_version(database_url: str) -> None:
-    assert await _run(database_url, _versions) == VERSIONS
+    assert await run_committed(database_url, _versions) == VERSIONS
     assert [p.name for p in default_projectors()] == PROJECTIONS
     assert {p.name: p.version for p in default_projectors()} == VERSIONS
     await ensure_database_ready(database_url)
@@ -147,24 +121,24 @@ async def test_a_new_database_records_every_projection_at_its_version(database_u
 async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -> None:
     url = database_url
     await _write_some(url)
-    before = await _run(url, _events)
+    before = await run_committed(url, _events)
     projectors: list[Projector] = [RolloutsProjectorV2(), *default_projectors()[1:]]
     with pytest.raises(ProjectionsStale):
         await ensure_projections_current(url, projectors)
     # Damage a projection row: the rebuild must write it again from the log.
-    await _run(url, lambda c: c.execute(text("UPDATE rollouts SET state = 'x'")))
-    assert await _verify(url) != []
+    await run_committed(url, lambda c: c.execute(text("UPDATE rollouts SET state = 'x'")))
+    assert await verify_differences(url) != []
 
     report = await rebuild_stale_projections(url, default_catalogue(), projectors)
     assert report.stale == ["rollouts"] and report.events == len(before)
-    assert await _run(url, _versions) == {**VERSIONS, "rollouts": 2}
-    assert await _run(url, _events) == before  # the log is never touched
+    assert await run_committed(url, _versions) == {**VERSIONS, "rollouts": 2}
+    assert await run_committed(url, _events) == before  # the log is never touched
     # The views may read the write side's rows: a build of them starts from seq 0.
     assert report.views_reset
-    building = (await _run(url, read_builds)).building
+    building = (await run_committed(url, read_builds)).building
     assert building is not None and building.seq == 0
     assert await _follow_views(url) == len(before)
-    assert await _verify(url) == []
+    assert await verify_differences(url) == []
     # The running code's projections (version 1 of rollouts) now see a stale rollouts row.
     with pytest.raises(ProjectionsStale, match="rollouts"):
         await ensure_database_ready(url)
@@ -175,7 +149,7 @@ async def test_a_changed_projection_is_rebuilt_from_the_log(database_url: str) -
 
 async def test_a_projection_new_to_the_database_is_built(database_url: str) -> None:
     await _write_some(database_url)
-    await _run(
+    await run_committed(
         database_url,
         lambda c: c.execute(
             projection_versions.delete().where(projection_versions.c.projection == "lineage")
@@ -185,9 +159,9 @@ async def test_a_projection_new_to_the_database_is_built(database_url: str) -> N
         await ensure_database_ready(database_url)
     report = await upgrade_database(database_url)
     assert report is not None and report.stale == ["lineage"]
-    assert await _run(database_url, _versions) == VERSIONS
-    assert report.views_events == await _run(database_url, lambda c: len(_events(c)))
-    assert await _verify(database_url) == []
+    assert await run_committed(database_url, _versions) == VERSIONS
+    assert report.views_events == await run_committed(database_url, lambda c: len(_events(c)))
+    assert await verify_differences(database_url) == []
 
 
 async def test_0010_gives_a_database_upgraded_by_the_earlier_0005_its_versions(
@@ -198,20 +172,20 @@ async def test_0010_gives_a_database_upgraded_by_the_earlier_0005_its_versions(
     url = database_url
     await _write_some(url)
     await migrate.downgrade(url, "0008_follow")
-    await _run(url, lambda c: c.execute(text("DROP TABLE projection_versions")))
+    await run_committed(url, lambda c: c.execute(text("DROP TABLE projection_versions")))
     await migrate.upgrade(url)
     # 0015 (after 0010) finds rows and captures in the log and marks its new projection.
-    assert await _run(url, _versions) == {**VERSIONS, "evidence": 0}
+    assert await run_committed(url, _versions) == {**VERSIONS, "evidence": 0}
     report = await upgrade_database(url)
     assert report is not None and report.stale == ["evidence"]
     await ensure_database_ready(url)
-    assert await _verify(url) == []
+    assert await verify_differences(url) == []
 
 
 def test_db_check_refuses_a_stale_projection_and_db_upgrade_rebuilds_it(
     database_url: str,
 ) -> None:
-    asyncio.run(_run(database_url, _mark_observations_stale))
+    asyncio.run(run_committed(database_url, mark_observations_stale))
     checked = invoke(database_url, "db", "check")
     assert checked.exit_code == 1
     assert "observations" in checked.output and "ledger db upgrade" in checked.output
@@ -231,14 +205,15 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
     captures are appended, none of which fails or waits for the build to end."""
     url = database_url
     await _write_some(url)
-    await _run(url, _mark_observations_stale)
+    assert await _follow_views(url) > 0  # the live views at the head, as a projector leaves them
+    await run_committed(url, mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.stale == ["observations"]
     assert report.events == 0 and report.views_reset  # the write side was left as it was
-    head = len(await _run(url, _events))
+    head = len(await run_committed(url, _events))
     # The live views stay where they were (at the head) while the build runs.
-    assert await _run(url, _checkpoints) == {"capture_calls": head, "observations": head}
-    assert await _run(url, _rebuilds) == {"capture_calls": head, "observations": head}
+    assert await run_committed(url, _checkpoints) == {"capture_calls": head, "observations": head}
+    assert await run_committed(url, _rebuilds) == {"capture_calls": head, "observations": head}
     await ensure_database_ready(url)  # servable at once
 
     store = LedgerStore(url, default_catalogue(), write_side_projectors())
@@ -257,7 +232,7 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
         assert (await freshness.progress()).rebuild_until == head
         # Pages of one event: the build takes many turns of the write lock.
         follower = views_follower(store, page_events=1)
-        head_at_upgrade = len(await _run(url, _events))
+        head_at_upgrade = len(await run_committed(url, _events))
         # For each append: how far the build was when it was acknowledged.
         rebuilt_at_ack = []
 
@@ -279,8 +254,8 @@ async def test_a_stale_view_is_rebuilt_while_appends_go_on(database_url: str) ->
         assert (await freshness.progress()).rebuild_until is None
     finally:
         await store.close()
-    assert await _run(url, _rebuilds) == {"capture_calls": None, "observations": None}
-    assert await _verify(url) == []
+    assert await run_committed(url, _rebuilds) == {"capture_calls": None, "observations": None}
+    assert await verify_differences(url) == []
 
 
 async def test_the_health_findings_are_checked_again_after_the_views_are_rebuilt(
@@ -305,12 +280,12 @@ async def test_the_health_findings_are_checked_again_after_the_views_are_rebuilt
         return int(conn.execute(select(func.count()).select_from(hf)).scalar_one())
 
     checked = await follow(health=True)
-    rows = await _run(url, findings)
+    rows = await run_committed(url, findings)
     assert checked == rows > 0
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.views_reset
-    assert await _run(url, findings) == rows  # true of the live build, which still answers
+    assert await run_committed(url, findings) == rows  # true of the live build, which still answers
     await follow(health=False)  # the build reaches the head and is swapped in
-    assert await _run(url, findings) == 0
+    assert await run_committed(url, findings) == 0
     assert await follow(health=True) == rows

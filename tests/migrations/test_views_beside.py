@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from sqlalchemy import Connection, func, inspect, select
 
 from ledger.app.areas import (
     default_catalogue,
-    default_projectors,
     view_projectors,
     views_follower,
     write_side_projectors,
@@ -32,11 +30,15 @@ from ledger.log.projection_versions import projection_versions, recorded_version
 from ledger.log.rebuild import rebuild_stale_projections
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
-from ledger.log.verify import verify_projections
 from ledger.log.view_builds import Builds, read_builds
 from ledger.log.view_checkpoints import view_checkpoints
 from tests.support.exchanges import chat_exchange, responses_exchange
 from tests.support.templates import PostgresCopies
+from tests.support.view_upgrades import (
+    mark_observations_stale,
+    run_committed,
+    verify_differences,
+)
 
 ROLLOUTS = ["r0", "r1", "r2"]
 
@@ -49,15 +51,6 @@ class ObservationsProjectorV3(ObservationsProjector):
 
 VIEW_TABLES = sorted(table.name for view in view_projectors() for table in view.tables)
 NAMES = [view.name for view in view_projectors()]
-
-
-async def _run(url: str, fn: Any) -> Any:
-    engine = create_async_db_engine(url, null_pool=True)
-    try:
-        async with engine.begin() as conn:
-            return await conn.run_sync(fn)
-    finally:
-        await engine.dispose()
 
 
 async def _opened(url: str) -> LedgerStore:
@@ -76,15 +69,6 @@ async def _write_and_follow(url: str) -> None:
         await views_follower(store).catch_up()
     finally:
         await store.close()
-
-
-def _mark_observations_stale(conn: Connection) -> None:
-    """What a revision does when the observations view's rows need its code: mark it."""
-    conn.execute(
-        projection_versions.update()
-        .where(projection_versions.c.projection == "observations")
-        .values(version=0)
-    )
 
 
 def _records(conn: Connection) -> dict[str, str | None]:
@@ -113,40 +97,29 @@ def _checkpoints(conn: Connection) -> dict[str, tuple[int, int | None]]:
     return {str(row[0]): (int(row[1]), row[2]) for row in rows}
 
 
-async def _verify(url: str) -> list[str]:
-    engine = create_async_db_engine(url, read_only=True, null_pool=True)
-    try:
-        report = await verify_projections(
-            engine, default_catalogue(), default_projectors(check_templates=True)
-        )
-    finally:
-        await engine.dispose()
-    return report.differences
-
-
 async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go_on(
     database_url: str,
 ) -> None:
     url = database_url
     await _write_and_follow(url)
-    records = await _run(url, _records)
-    call_rows = await _run(url, _call_rows)
-    live_seq = await _run(url, _head)
+    records = await run_committed(url, _records)
+    call_rows = await run_committed(url, _call_rows)
+    live_seq = await run_committed(url, _head)
     assert all(records.values()) and call_rows == 9
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.views_reset
 
-    builds: Builds = await _run(url, read_builds)
+    builds: Builds = await run_committed(url, read_builds)
     assert builds.live.build == 1
     assert builds.building is not None and builds.building.build == 2
     assert builds.building.seq == 0 and builds.building.until_seq == live_seq
-    tables, views = await _run(url, _relations)
+    tables, views = await run_committed(url, _relations)
     assert {f"{name}_b1" for name in VIEW_TABLES} <= tables
     assert {f"{name}_b2" for name in VIEW_TABLES} <= tables
     assert set(VIEW_TABLES) <= views
     # Not stale for the code that started the build: ``serve`` starts on it.
-    assert (await _run(url, recorded_versions))["observations"] == 2
+    assert (await run_committed(url, recorded_versions))["observations"] == 2
 
     store = await _opened(url)
     try:
@@ -184,12 +157,12 @@ async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go
         assert await store.read_sync(_checkpoints) == dict.fromkeys(NAMES, (head, None))
     finally:
         await store.close()
-    builds = await _run(url, read_builds)
+    builds = await run_committed(url, read_builds)
     assert builds.live.build == 2 and builds.building is None
-    tables, views = await _run(url, _relations)
+    tables, views = await run_committed(url, _relations)
     assert not {f"{name}_b1" for name in VIEW_TABLES} & tables
     assert set(VIEW_TABLES) <= views
-    versions = await _run(
+    versions = await run_committed(
         url,
         lambda conn: dict(
             conn.execute(select(projection_versions.c.projection, projection_versions.c.version))
@@ -198,7 +171,7 @@ async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go
         ),
     )
     assert versions["observations"] == 2
-    assert await _verify(url) == []
+    assert await verify_differences(url) == []
 
 
 async def test_a_newer_upgrade_supersedes_a_build_that_has_not_finished(
@@ -206,34 +179,34 @@ async def test_a_newer_upgrade_supersedes_a_build_that_has_not_finished(
 ) -> None:
     url = database_url
     await _write_and_follow(url)
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     await upgrade_database(url, build_views=False)
     # A later release whose observations view is at version 3, upgraded before the build ended.
     later = [*write_side_projectors(), CaptureCallsView(), ObservationsProjectorV3()]
     report = await rebuild_stale_projections(url, default_catalogue(), later)
     assert report.stale == ["observations"] and report.views_reset
-    builds = await _run(url, read_builds)
+    builds = await run_committed(url, read_builds)
     assert builds.live.build == 1
     assert builds.building is not None and builds.building.build == 3
     assert builds.building.versions == {"capture_calls": 1, "observations": 3}
-    tables, _ = await _run(url, _relations)
+    tables, _ = await run_committed(url, _relations)
     assert not {f"{name}_b2" for name in VIEW_TABLES} & tables
     store = await _opened(url)
     try:
         await views_follower(store).catch_up()
     finally:
         await store.close()
-    assert (await _run(url, read_builds)).live.build == 3
-    assert await _verify(url) == []
+    assert (await run_committed(url, read_builds)).live.build == 3
+    assert await verify_differences(url) == []
 
 
 async def test_a_build_of_an_empty_log_is_swapped_in(database_url: str) -> None:
     url = database_url
     await migrate.upgrade(url)
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     report = await upgrade_database(url)  # follows the views: the build is swapped in at once
     assert report is not None and report.views_reset
-    builds = await _run(url, read_builds)
+    builds = await run_committed(url, read_builds)
     assert builds.live.build == 2 and builds.building is None
 
 
@@ -242,13 +215,13 @@ async def test_0022_down_and_up_from_a_later_build(database_url: str) -> None:
     a third being built: the stable tables come back with their rows and index names."""
     url = database_url
     await _write_and_follow(url)
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     await upgrade_database(url)  # build 2 swapped in
-    records = await _run(url, _records)
-    await _run(url, _mark_observations_stale)
+    records = await run_committed(url, _records)
+    await run_committed(url, mark_observations_stale)
     await upgrade_database(url, build_views=False)  # build 3 left running
     await migrate.downgrade(url, "0021_entry_payloads_from_log")
-    tables, views = await _run(url, _relations)
+    tables, views = await run_committed(url, _relations)
     assert set(VIEW_TABLES) <= tables
     assert not set(VIEW_TABLES) & views
     assert not {name for name in tables if name.rsplit("_", 1)[-1] in ("b2", "b3")}
@@ -257,15 +230,15 @@ async def test_0022_down_and_up_from_a_later_build(database_url: str) -> None:
         found = inspect(conn)
         return {str(index["name"]) for name in VIEW_TABLES for index in found.get_indexes(name)}
 
-    names = await _run(url, indexes)
+    names = await run_committed(url, indexes)
     assert "ix_capture_calls_seq" in names and not any(name.endswith("_b2") for name in names)
     # The rows of build 2, read as the code before this revision read them.
-    assert await _run(url, _records) == records
+    assert await run_committed(url, _records) == records
     await migrate.upgrade(url)
-    builds = await _run(url, read_builds)
+    builds = await run_committed(url, read_builds)
     assert builds.live.build == 1 and builds.building is None
-    assert await _run(url, _records) == records
-    assert await _verify(url) == []
+    assert await run_committed(url, _records) == records
+    assert await verify_differences(url) == []
 
 
 @pytest.fixture
@@ -283,7 +256,7 @@ async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
     append lock held; it gives up and is tried again."""
     url = postgres_database_url
     await _write_and_follow(url)
-    await _run(url, _mark_observations_stale)
+    await run_committed(url, mark_observations_stale)
     await upgrade_database(url, build_views=False)
     reader_engine = create_async_db_engine(url, null_pool=True)
     store = await _opened(url)
@@ -312,4 +285,4 @@ async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
     finally:
         await store.close()
         await reader_engine.dispose()
-    assert await _verify(url) == []
+    assert await verify_differences(url) == []
