@@ -16,9 +16,11 @@ transaction is the page the transaction would have read.
 
 The views are written in the tables of a build (view_builds.py). Normally the follower applies
 the log to the live build, whose checkpoints readers wait for. While an upgrade's build runs
-beside it, the follower applies the log to that build instead, from its own checkpoint, and
-the step that brings it to the head swaps it in, in the same transaction; the live build is
-left as it was until then.
+beside it, the follower also applies the log to that build, from its own checkpoint, and the
+step that brings it to the head swaps it in, in the same transaction. Meanwhile it keeps the
+live build current too, taking turns with the build, when the live tables have the columns the
+running code writes (an upgrade that changed only what the views derive) and are ahead of the
+build; otherwise the live build is left as it was until the swap.
 
 It runs in the projector process ``ledger serve`` starts (``ledger project``; projector.py of
 the app), or as a task of the serving process (``LEDGER_PROJECTOR=in-server``), and on demand
@@ -31,11 +33,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, delete, func, select
+from sqlalchemy import Connection, Row, Table, delete, func, inspect, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ledger.log.commit_signal import CommitSignal
@@ -53,6 +56,7 @@ from ledger.log.view_builds import (
     is_lock_timeout,
     read_builds,
     swap_in,
+    table_name,
     write_build_seq,
 )
 from ledger.log.view_checkpoints import projected_seq, rebuild_until, write_projected_seq
@@ -123,10 +127,27 @@ class _Target:
     building: bool
 
 
-def _target_of(conn: Connection, builds: Builds, names: Sequence[str]) -> _Target:
-    if builds.building is not None:
-        return _Target(builds.building.build, builds.building.seq, building=True)
-    return _Target(builds.live.build, projected_seq(conn, names), building=False)
+def _still_at(conn: Connection, builds: Builds, names: Sequence[str], target: _Target) -> bool:
+    """Whether ``target`` is still where the views of its build are (no other follower moved
+    them, no swap made another build live)."""
+    if target.building:
+        building = builds.building
+        return building is not None and (building.build, building.seq) == (
+            target.build,
+            target.after,
+        )
+    return builds.live.build == target.build and projected_seq(conn, names) == target.after
+
+
+def _same_columns(conn: Connection, tables: Sequence[Table], build: int) -> bool:
+    """Whether ``build``'s tables have the columns of the stable ``tables`` (the running
+    code's), by name."""
+    found = inspect(conn)
+    return all(
+        {str(column["name"]) for column in found.get_columns(table_name(table.name, build))}
+        == set(table.columns.keys())
+        for table in tables
+    )
 
 
 class _PageRefused(Exception):
@@ -158,7 +179,11 @@ class ProjectionFollower:
         self._store = store
         self._views_of = views_of
         # The views of the build the steps apply to, made again when that build changes.
-        self._views: tuple[int, list[Projector]] | None = None
+        self._views: dict[int, list[Projector]] = {}
+        # While a build runs: whether the live build takes this code's rows too (by builds),
+        # and whose turn it is.
+        self._keeps_live: dict[tuple[int, int], bool] = {}
+        self._live_turn = False
         self.names = tuple(view.name for view in views)
         self._stable_tables = [table for view in views for table in view.tables]
         self._derived = list(derived)
@@ -188,9 +213,29 @@ class ProjectionFollower:
         return await self._store.read_sync(look)
 
     def _views_of_build(self, build: int) -> list[Projector]:
-        if self._views is None or self._views[0] != build:
-            self._views = (build, list(self._views_of(build)))
-        return self._views[1]
+        views = self._views.get(build)
+        if views is None:
+            # At most the live build's and the one being built are kept.
+            if len(self._views) >= 2:
+                self._views.clear()
+            views = self._views[build] = list(self._views_of(build))
+        return views
+
+    def _targets(self, conn: Connection, builds: Builds) -> list[_Target]:
+        """Where this step may apply a page, in the order it tries them."""
+        live = _Target(builds.live.build, projected_seq(conn, self.names), building=False)
+        building = builds.building
+        if building is None:
+            return [live]
+        build = _Target(building.build, building.seq, building=True)
+        pair = (builds.live.build, building.build)
+        if pair not in self._keeps_live:
+            self._keeps_live = {pair: _same_columns(conn, self._stable_tables, pair[0])}
+        # Live views behind the build would only be replaced by it: the build goes first.
+        if not self._keeps_live[pair] or live.after <= build.after:
+            return [build]
+        self._live_turn = not self._live_turn
+        return [live, build] if self._live_turn else [build, live]
 
     async def step(self) -> int:
         """Apply one page: the number of events applied (0 when the views are at the head).
@@ -199,7 +244,7 @@ class ProjectionFollower:
         while True:
             target, rows = await self._store.read_sync(self._read_page)
             if not rows and not target.building:
-                return 0
+                return 0  # at the head, and no build to swap in
             try:
                 decoded = await asyncio.to_thread(self._decode_page, rows)
             except Exception as exc:  # the cause is in the events, as when a view refuses one
@@ -235,13 +280,19 @@ class ProjectionFollower:
         raise ViewsStopped(f"the views cannot apply the event at seq {seq}: {error}") from cause
 
     def _read_page(self, conn: Connection) -> tuple[_Target, Sequence[Row[Any]]]:
-        target = _target_of(conn, read_builds(conn), self.names)
-        after = target.after
-        limit = 1 if after < self._one_at_a_time_through else self._page_events
-        rows = conn.execute(
-            select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
-        ).all()
-        return target, rows
+        """The first target with events after it and its page; with none, the last target (a
+        build at the head, which a step with no events swaps in)."""
+        targets = self._targets(conn, read_builds(conn))
+        for target in targets:
+            after = target.after
+            limit = 1 if after < self._one_at_a_time_through else self._page_events
+            rows = conn.execute(
+                select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
+            ).all()
+            if rows:
+                return target, rows
+        building = [target for target in targets if target.building]
+        return (building or targets)[0], []
 
     def _decode_page(self, rows: Sequence[Row[Any]]) -> list[StoredEvent]:
         return [self._decode(row) for row in rows]
@@ -254,7 +305,7 @@ class ProjectionFollower:
         head is swapped in (the page may be empty then)."""
         conn = tx.conn
         builds = read_builds(conn)
-        if _target_of(conn, builds, self.names) != target:
+        if not _still_at(conn, builds, self.names, target):
             return None
         views = self._views_of_build(target.build)
         replay = Replay(conn, tx.catalogue, views)
@@ -270,7 +321,8 @@ class ProjectionFollower:
             raise
         reached = replay.last_seq if decoded else target.after
         if not target.building:
-            write_projected_seq(conn, self.names, reached)
+            # Kept current during a build, the live views still say that one runs.
+            write_projected_seq(conn, self.names, reached, building=builds.building is not None)
         elif reached < tx.head.seq or not self._swap_in(conn, builds, reached, views):
             write_build_seq(conn, target.build, reached)
         clear_failures(conn, self.names)
@@ -285,6 +337,7 @@ class ProjectionFollower:
         emptied (their followers compute them again). False when readers of the live views
         held them past the swap's lock timeout (PostgreSQL): a later step tries again."""
         assert builds.building is not None
+        started = time.perf_counter()
         try:
             with conn.begin_nested():
                 for table in self._derived:
@@ -300,7 +353,12 @@ class ProjectionFollower:
                 builds.building.build,
             )
             return False
-        log.info("views: build %d swapped in at seq %d", builds.building.build, reached)
+        log.info(
+            "views: build %d swapped in at seq %d (the swap took %.3f s under the append lock)",
+            builds.building.build,
+            reached,
+            time.perf_counter() - started,
+        )
         return True
 
     async def catch_up(self) -> int:

@@ -86,15 +86,21 @@ def rebuild_until(conn: Connection, names: Sequence[str]) -> int | None:
     return None if value is None else int(value)
 
 
-def write_projected_seq(conn: Connection, names: Sequence[str], seq: int) -> None:
+def write_projected_seq(
+    conn: Connection, names: Sequence[str], seq: int, *, building: bool = False
+) -> None:
+    """The views of ``names`` have applied the log up to ``seq``. ``building``: the live views
+    kept current while a build runs beside them, which ``rebuild_until`` goes on saying (the
+    swap clears it)."""
     now = datetime.now(UTC)
     until = view_checkpoints.c.rebuild_until
+    # A rebuild ends when its view reaches the head it was started at.
+    ends = until if building else case((until > seq, until), else_=None)
     for name in names:
         changed = conn.execute(
             update(view_checkpoints)
             .where(view_checkpoints.c.projection == name)
-            # A rebuild ends when its view reaches the head it was started at.
-            .values(seq=seq, updated_at=now, rebuild_until=case((until > seq, until), else_=None))
+            .values(seq=seq, updated_at=now, rebuild_until=ends)
         ).rowcount
         if not changed:
             conn.execute(view_checkpoints.insert().values(projection=name, seq=seq, updated_at=now))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import Connection, func, inspect, select
@@ -30,7 +31,7 @@ from ledger.log.projection_versions import projection_versions, recorded_version
 from ledger.log.rebuild import rebuild_stale_projections
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
-from ledger.log.view_builds import Builds, read_builds
+from ledger.log.view_builds import FIRST_BUILD, Builds, read_builds, table_name
 from ledger.log.view_checkpoints import view_checkpoints
 from tests.support.exchanges import chat_exchange, responses_exchange
 from tests.support.templates import PostgresCopies
@@ -97,15 +98,33 @@ def _checkpoints(conn: Connection) -> dict[str, tuple[int, int | None]]:
     return {str(row[0]): (int(row[1]), row[2]) for row in rows}
 
 
-async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go_on(
-    database_url: str,
-) -> None:
-    url = database_url
+@dataclass(frozen=True)
+class _Before:
+    """What the live views answered before the upgrade."""
+
+    records: dict[str, str | None]
+    call_rows: int
+    head: int
+
+
+async def _upgraded_with_a_build(url: str, *, other_columns: bool = False) -> _Before:
+    """A database written and followed, then upgraded with the observations view stale, its
+    build left to run. ``other_columns``: the live build's tables have a column the running
+    code does not write (as after a release that changed a view's columns)."""
     await _write_and_follow(url)
-    records = await run_committed(url, _records)
-    call_rows = await run_committed(url, _call_rows)
-    live_seq = await run_committed(url, _head)
-    assert all(records.values()) and call_rows == 9
+    before = _Before(
+        records=await run_committed(url, _records),
+        call_rows=await run_committed(url, _call_rows),
+        head=await run_committed(url, _head),
+    )
+    assert all(before.records.values()) and before.call_rows == 9
+    if other_columns:
+        await run_committed(
+            url,
+            lambda conn: conn.exec_driver_sql(
+                f'ALTER TABLE "{table_name("capture_calls", FIRST_BUILD)}" ADD COLUMN note TEXT'
+            ),
+        )
     await run_committed(url, mark_observations_stale)
     report = await upgrade_database(url, build_views=False)
     assert report is not None and report.views_reset
@@ -113,46 +132,23 @@ async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go
     builds: Builds = await run_committed(url, read_builds)
     assert builds.live.build == 1
     assert builds.building is not None and builds.building.build == 2
-    assert builds.building.seq == 0 and builds.building.until_seq == live_seq
+    assert builds.building.seq == 0 and builds.building.until_seq == before.head
     tables, views = await run_committed(url, _relations)
     assert {f"{name}_b1" for name in VIEW_TABLES} <= tables
     assert {f"{name}_b2" for name in VIEW_TABLES} <= tables
     assert set(VIEW_TABLES) <= views
     # Not stale for the code that started the build: ``serve`` starts on it.
     assert (await run_committed(url, recorded_versions))["observations"] == 2
+    return before
 
+
+async def _swapped_in(url: str, before: _Before, appended: int) -> None:
+    """After the swap: the same records, the new build's rows, the old tables gone."""
     store = await _opened(url)
     try:
-        captures = CaptureService(store)
-        follower = views_follower(store, page_events=2)
-        freshness = Freshness(store, NAMES, bound_s=0.2)
-        # The live build answers at once, as it had projected the log.
-        assert await store.read_sync(_records) == records
-        await freshness.wait_for_rollout("r0")
-        # Appends go on. A rollout with an event after the live build's checkpoint waits for the
-        # build, past the bound a 503 that says so.
-        await captures.append("fresh", chat_exchange(model_call_id="f0"))
-        with pytest.raises(ViewsBehind, match="building the views beside the live ones"):
-            await freshness.wait_for_rollout("fresh")
-        steps = 0
-        while (await follower.progress()).building is not None:
-            if steps < 3:
-                await captures.append("fresh", chat_exchange(model_call_id=f"f{steps + 1}"))
-            await follower.step()
-            steps += 1
-            if (await follower.progress()).building is not None:
-                # Until the swap the stable names show the live build, whole and unchanged.
-                assert await store.read_sync(_records) == records
-                assert await store.read_sync(_call_rows) == call_rows
-                assert (await store.read_sync(_checkpoints))["observations"] == (
-                    live_seq,
-                    live_seq,
-                )
-        assert steps > 3
-        # Swapped in: the new build's rows under the stable names, the fresh rollout's too.
-        await freshness.wait_for_rollout("fresh")
-        assert await store.read_sync(_records) == records
-        assert await store.read_sync(_call_rows) == call_rows + 4
+        await Freshness(store, NAMES, bound_s=0.2).wait_for_rollout("fresh")
+        assert await store.read_sync(_records) == before.records
+        assert await store.read_sync(_call_rows) == before.call_rows + appended
         head = await store.read_sync(_head)
         assert await store.read_sync(_checkpoints) == dict.fromkeys(NAMES, (head, None))
     finally:
@@ -172,6 +168,80 @@ async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go
     )
     assert versions["observations"] == 2
     assert await verify_differences(url) == []
+
+
+async def test_a_build_beside_the_live_views_swaps_in_while_reads_and_appends_go_on(
+    database_url: str,
+) -> None:
+    """An upgrade that changed what a view derives, not its columns: the live views take the
+    appends meanwhile (by the running code), taking turns with the build."""
+    url = database_url
+    before = await _upgraded_with_a_build(url)
+    store = await _opened(url)
+    try:
+        captures = CaptureService(store)
+        follower = views_follower(store, page_events=2)
+        freshness = Freshness(store, NAMES, bound_s=0.2)
+        # The live build answers at once, as it had projected the log.
+        assert await store.read_sync(_records) == before.records
+        await freshness.wait_for_rollout("r0")
+        steps = 0
+        while (await follower.progress()).building is not None:
+            if steps < 3:
+                await captures.append("fresh", chat_exchange(model_call_id=f"f{steps}"))
+            await follower.step()
+            steps += 1
+            if steps == 4:
+                # Still building, and a rollout appended meanwhile reads from the live views.
+                assert (await follower.progress()).building is not None
+                await freshness.wait_for_rollout("fresh")
+                assert await store.read_sync(_call_rows) == before.call_rows + 3
+                assert await store.read_sync(_records) == before.records
+                checkpoints = await store.read_sync(_checkpoints)
+                # The live views are current; ``rebuild_until`` still says a build runs.
+                assert checkpoints["observations"] == (before.head + 3, before.head)
+        assert steps > 4
+    finally:
+        await store.close()
+    await _swapped_in(url, before, appended=3)
+
+
+async def test_live_views_with_other_columns_stay_as_they_were_until_the_swap(
+    database_url: str,
+) -> None:
+    """An upgrade that changed a view's columns: the running code cannot write the live
+    build's tables, so they answer as they were at the upgrade, and a rollout appended
+    meanwhile waits for the swap (past the bound, a 503 naming the build)."""
+    url = database_url
+    before = await _upgraded_with_a_build(url, other_columns=True)
+    store = await _opened(url)
+    try:
+        captures = CaptureService(store)
+        follower = views_follower(store, page_events=2)
+        freshness = Freshness(store, NAMES, bound_s=0.2)
+        assert await store.read_sync(_records) == before.records
+        await freshness.wait_for_rollout("r0")
+        await captures.append("fresh", chat_exchange(model_call_id="f0"))
+        with pytest.raises(ViewsBehind, match="building the views beside the live ones"):
+            await freshness.wait_for_rollout("fresh")
+        steps = 0
+        while (await follower.progress()).building is not None:
+            if steps < 3:
+                await captures.append("fresh", chat_exchange(model_call_id=f"f{steps + 1}"))
+            await follower.step()
+            steps += 1
+            if (await follower.progress()).building is not None:
+                # Until the swap the stable names show the live build, whole and unchanged.
+                assert await store.read_sync(_records) == before.records
+                assert await store.read_sync(_call_rows) == before.call_rows
+                assert (await store.read_sync(_checkpoints))["observations"] == (
+                    before.head,
+                    before.head,
+                )
+        assert steps > 3
+    finally:
+        await store.close()
+    await _swapped_in(url, before, appended=4)
 
 
 async def test_a_newer_upgrade_supersedes_a_build_that_has_not_finished(
