@@ -280,8 +280,8 @@ class ProjectionFollower:
         raise ViewsStopped(f"the views cannot apply the event at seq {seq}: {error}") from cause
 
     def _read_page(self, conn: Connection) -> tuple[_Target, Sequence[Row[Any]]]:
-        """The first target with events after it and its page; with none, the last target (a
-        build at the head, which a step with no events swaps in)."""
+        """The first target with events after it, and its page; with none, the build if one
+        runs (at the head: a step with no events swaps it in), else the live views."""
         targets = self._targets(conn, read_builds(conn))
         for target in targets:
             after = target.after
