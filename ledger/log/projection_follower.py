@@ -76,6 +76,9 @@ PAGE_EVENTS = 500
 # How often an idle follower looks for events appended by another process.
 IDLE_POLL_S = 0.02
 RETRY_AFTER_FAILURE_S = 1.0
+# While a build runs beside live views it keeps current, how often the live views get a step:
+# a rollout read then waits for its events about this long at most, besides the step itself.
+LIVE_TURN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ class ProjectionFollower:
         # While a build runs: whether the live build takes this code's rows too (by builds),
         # and whose turn it is.
         self._keeps_live: dict[tuple[int, int], bool] = {}
-        self._live_turn = False
+        self._live_turn_at = 0.0
         self.names = tuple(view.name for view in views)
         self._stable_tables = [table for view in views for table in view.tables]
         self._derived = list(derived)
@@ -234,8 +237,13 @@ class ProjectionFollower:
         # Live views behind the build would only be replaced by it: the build goes first.
         if not self._keeps_live[pair] or live.after <= build.after:
             return [build]
-        self._live_turn = not self._live_turn
-        return [live, build] if self._live_turn else [build, live]
+        # The live views get a turn at most every LIVE_TURN_S: each turn is a write transaction
+        # of its own, and a turn every other step made the build take half as long again.
+        now = time.monotonic()
+        if now - self._live_turn_at < LIVE_TURN_S:
+            return [build, live]
+        self._live_turn_at = now
+        return [live, build]
 
     async def step(self) -> int:
         """Apply one page: the number of events applied (0 when the views are at the head).
