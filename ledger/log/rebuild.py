@@ -16,9 +16,10 @@ or it is new to this database.
   in that same transaction (log/view_builds.py: its empty tables created, its checkpoint at
   seq 0); the views' follower (the projector process, or ``catch_up``) then fills it a page at
   a time, each page a short write transaction the appends take turns with, and swaps it in
-  when it reaches the head. Until then the live build answers reads as far as it had
-  projected: a read of a rollout with later events waits and then answers 503 (the freshness
-  rule), and run-level reads say how far the views are.
+  when it reaches the head. Until then the live build answers reads: kept current by the
+  follower when its tables have the running code's columns, else as far as it had projected,
+  a read of a rollout with later events then waiting and answering 503 (the freshness rule);
+  run-level reads say how far the views are.
 """
 
 from __future__ import annotations
