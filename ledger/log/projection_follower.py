@@ -166,10 +166,13 @@ class ProjectionFollower:
         derived: Sequence[Table] = (),
         page_events: int = PAGE_EVENTS,
         idle_poll_s: float = IDLE_POLL_S,
+        live_turn_s: float = LIVE_TURN_S,
     ) -> None:
         """``views_of(build)``: fresh views on a build's tables. ``derived``: the tables
         computed from the views' rows (``Area.derived_from_views``), emptied when a build is
-        swapped in, since they were computed from the old build's rows."""
+        swapped in, since they were computed from the old build's rows. ``live_turn_s``: while
+        a build runs, how often the live views it keeps current get a step (0: whenever they
+        are behind)."""
         views = list(views_of(None))
         if not views:
             raise ValueError("a projection follower needs at least one view")
@@ -186,6 +189,7 @@ class ProjectionFollower:
         # While a build runs: whether the live build takes this code's rows too (by builds),
         # and whose turn it is.
         self._keeps_live: dict[tuple[int, int], bool] = {}
+        self._live_turn_s = live_turn_s
         self._live_turn_at = 0.0
         self.names = tuple(view.name for view in views)
         self._stable_tables = [table for view in views for table in view.tables]
@@ -240,7 +244,7 @@ class ProjectionFollower:
         # The live views get a turn at most every LIVE_TURN_S: each turn is a write transaction
         # of its own, and a turn every other step made the build take half as long again.
         now = time.monotonic()
-        if now - self._live_turn_at < LIVE_TURN_S:
+        if now - self._live_turn_at < self._live_turn_s:
             return [build, live]
         self._live_turn_at = now
         return [live, build]
