@@ -7,15 +7,16 @@ those names are SQL views over the live build's tables (``capture_calls_b1``), s
 SQL view and ad-hoc query of a stable name stands, whichever build is live. When an upgrade
 makes a view stale, the next build's tables are created beside the live ones, from the code's
 own ``Table`` definitions, and the projector fills them from seq 0 (``view_builds.seq`` is that
-build's checkpoint) while the live build keeps answering reads as far as it had projected. The
-step that brings the build to the head swaps it in, in the same transaction: the stable views
-point at its tables, the old build's tables are dropped, the live checkpoints move to the
-build's. A reader sees the old build or the new one, never a mix.
+build's checkpoint) while the live build keeps answering reads. The step that brings the build
+to the head swaps it in, in the same transaction: the stable views point at its tables, the old
+build's tables are dropped, the live checkpoints move to the build's. A reader sees the old
+build or the new one, never a mix.
 
-The live build is not kept current during a build: its tables were written by the code before
-the upgrade, which is no longer running, and the new code's tables may have other columns. A
-rollout read whose events came after the live checkpoint waits, as any read behind the views
-does (the freshness rule), until the build is swapped in.
+Meanwhile the follower keeps the live build current too when its tables have the columns the
+running code writes (log/projection_follower.py). When they do not (the upgrade changed a
+view's columns, and the code that wrote them is no longer running), a rollout read whose events
+came after the live checkpoint waits, as any read behind the views does (the freshness rule),
+until the build is swapped in.
 """
 
 from __future__ import annotations
