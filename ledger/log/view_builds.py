@@ -152,7 +152,7 @@ def read_builds(conn: Connection) -> Builds:
 
 def start_build(
     conn: Connection, tables: Sequence[Table], versions: dict[str, int], head: int
-) -> ViewBuild:
+) -> None:
     """Create the next build's tables (``tables``: the stable ones) beside the live build's,
     to be filled from seq 0; a build left unfinished is dropped first (a newer upgrade
     supersedes it)."""
@@ -164,7 +164,6 @@ def start_build(
         conn.execute(delete(view_builds).where(view_builds.c.build == builds.building.build))
     for table in build_tables(tables, number):
         table.create(conn)
-    build = ViewBuild(build=number, live=False, seq=0, until_seq=head, versions=versions)
     conn.execute(
         view_builds.insert().values(
             build=number,
@@ -175,7 +174,6 @@ def start_build(
             created_at=datetime.now(UTC),
         )
     )
-    return build
 
 
 def write_build_seq(conn: Connection, build: int, seq: int) -> None:

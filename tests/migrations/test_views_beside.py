@@ -320,7 +320,7 @@ async def postgres_database_url(postgres_copies: PostgresCopies) -> AsyncIterato
 
 @pytest.mark.postgres
 async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
-    postgres_database_url: str,
+    postgres_database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """PostgreSQL (a SQLite reader holds a snapshot, not the tables): a reader's transaction
     holds the live views, and the swap, which needs them alone, would wait for it with the
@@ -345,9 +345,13 @@ async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
             # Appends go on meanwhile; the build is still beside the live views.
             await CaptureService(store).append("fresh", chat_exchange(model_call_id="during"))
             assert (await store.read_sync(read_builds)).live.build == 1
-            # ``catch_up`` (what ``ledger db upgrade`` runs) waits until the reader is done.
+            # ``catch_up`` (what ``ledger db upgrade`` runs) waits until the reader is done: it
+            # tries the swap again, and gives up again, while the reader holds the live views.
+            caplog.clear()
             waiting = asyncio.create_task(follower.catch_up())
-            await asyncio.sleep(1.5)
+            while caplog.text.count("waits to be swapped in") < 2:
+                assert not waiting.done()
+                await asyncio.sleep(0.05)  # poll
             assert not waiting.done()
             await transaction.commit()
             await waiting

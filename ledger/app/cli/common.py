@@ -37,12 +37,16 @@ def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
         damage = damage_of(exc)
         if damage is None:
             raise
-        click.echo(
-            f"FAIL the database file is damaged ({damage}): restore a backup "
-            "(docs/operations.md, 'A damaged store')",
-            err=True,
-        )
+        click.echo(_cannot_be_read(damage), err=True)
         raise SystemExit(1) from exc
+
+
+def _cannot_be_read(reason: str) -> str:
+    """The FAIL line of a store the database reports damaged."""
+    return (
+        f"FAIL the database cannot be read ({reason}): the store is damaged; restore a backup "
+        "(docs/operations.md, 'A damaged store')"
+    )
 
 
 def run_check(coro_fn: Callable[[], Awaitable[T]]) -> T:
@@ -58,10 +62,7 @@ def run_check(coro_fn: Callable[[], Awaitable[T]]) -> T:
         click.echo(f"FAIL {exc.message}")
     except DBAPIError as exc:
         reason = str(exc.orig).splitlines()[0][:300] if str(exc.orig) else type(exc.orig).__name__
-        click.echo(
-            f"FAIL the database cannot be read ({reason}): the store is damaged; restore a "
-            "backup (docs/operations.md, 'A damaged store')"
-        )
+        click.echo(_cannot_be_read(reason))
     except LedgerError as exc:
         err.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
     raise SystemExit(1)
