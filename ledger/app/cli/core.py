@@ -254,8 +254,7 @@ def _report_rebuild(report: RebuildReport | None) -> None:
         err.print(
             "the views are built again from seq 0 beside the live ones: the projector builds "
             "them while the server serves and swaps them in at the head (the live views answer "
-            "until then; a rollout with newer events waits, then answers 503; /readyz says how "
-            "far)",
+            "until then, kept current unless the views' columns changed; /readyz says how far)",
             soft_wrap=True,
         )
 
