@@ -12,15 +12,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import click
-from fastapi import APIRouter
 from sqlalchemy import Table
 
-from ledger.app.http.front import FrontRoute
 from ledger.log.events import EventType
 from ledger.log.projector import Projector
-from ledger.mirror.base import MirrorArea
+
+if TYPE_CHECKING:
+    # Named for the types only: the projector process, the CLI and migrations list the areas
+    # too, and must not import the web framework (a projector's start is mostly imports).
+    import click
+    from fastapi import APIRouter
+
+    from ledger.app.http.front import FrontRoute
+    from ledger.mirror.base import MirrorArea
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class Area:
     front_module: str | None = None
 
     def routers(self) -> list[APIRouter]:
+        from fastapi import APIRouter  # here: only the app builds routers
+
         routers = []
         for name in self.route_modules:
             module = importlib.import_module(name)

@@ -13,7 +13,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 
 from ledger.app.config import Settings
-from ledger.app.http.body import describe_validation_error
+from ledger.app.http.validation_errors import describe_validation_error
 from ledger.log.errors import LedgerError, LogDamaged, damage_of
 
 T = TypeVar("T")

@@ -14,8 +14,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from ledger.app.http.deps import get_ledger
-from ledger.app.http.errors import MAX_MESSAGE_CHARS, bounded_error
-from ledger.app.http.json_body import MAX_SHOWN, JsonBody, location, parse_json
+from ledger.app.http.errors import bounded_error
+from ledger.app.http.json_body import MAX_SHOWN, JsonBody, parse_json
+from ledger.app.http.validation_errors import (
+    MAX_ERRORS_LISTED,
+    describe_validation_error,
+    too_many_errors,
+)
 from ledger.log.errors import InvalidPayload, UnsupportedMediaType
 
 T = TypeVar("T")
@@ -43,37 +48,6 @@ async def read_json(request: Request, *, wide_integers: bool = False) -> JsonBod
     raw = await request.body()
     settings = get_ledger(request).settings
     return parse_json(raw, max_depth=settings.max_json_depth, wide_integers=wide_integers)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-# Past this many errors none is listed: turning each into a Python dict would cost far more
-# memory than the body (pydantic has no way to ask for the first few only).
-MAX_ERRORS_LISTED = 1000
-
-
-def too_many_errors(exc: ValidationError, prefix: str) -> str:
-    return (
-        f"{prefix}: {exc.error_count()} validation errors, too many to list "
-        "(unknown keys or bad items in bulk?)"
-    )
-
-
-def describe_validation_error(exc: ValidationError, prefix: str) -> str:
-    """``<prefix>.field: message; ...`` for the first errors only (an error body is bounded)."""
-    if exc.error_count() > MAX_ERRORS_LISTED:
-        return too_many_errors(exc, prefix)
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    parts = []
-    for error in errors[:MAX_SHOWN]:
-        message = str(error["msg"])
-        if error["type"] == "value_error":
-            message = message.removeprefix("Value error, ")
-        parts.append(f"{location(prefix, tuple(error['loc']))}: {_cut(message, MAX_MESSAGE_CHARS)}")
-    more = len(errors) - MAX_SHOWN
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def validate_as(adapter: TypeAdapter[T], value: Any, prefix: str = "body") -> T:

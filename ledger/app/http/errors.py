@@ -14,16 +14,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
+from ledger.app.http.validation_errors import MAX_MESSAGE_CHARS
 from ledger.log.errors import LedgerError, ViewsBehind, damage_of
 from ledger.log.log_text import loggable
 
 log = logging.getLogger(__name__)
 
-# A 422 shows this many errors; an echoed input is cut to this many characters, a message to
-# this many: an error body stays a few KiB whatever the request (issue 14).
+# A 422 shows this many errors; an echoed input is cut to this many characters (a message to
+# MAX_MESSAGE_CHARS): an error body stays a few KiB whatever the request (issue 14).
 MAX_ERRORS_SHOWN = 10
 MAX_INPUT_CHARS = 120
-MAX_MESSAGE_CHARS = 300
 
 
 # reprlib stops early: a bounded echo of a huge list costs no copy of it.
