@@ -1,19 +1,23 @@
-"""The writer: raw stdlib sqlite3 in WAL (the physical baseline) against the ledger's append.
+"""The writer: the backend's raw driver (the physical baseline) against the ledger's append.
 
 Measured in one run, on the same disk:
-- raw sqlite3, WAL, synchronous=FULL, 1 row per transaction (one fsync per row);
-- raw sqlite3, WAL, synchronous=FULL, 100 rows per transaction (the batched baseline);
+- raw, 1 row per transaction (one fsync per row): stdlib sqlite3 in WAL with synchronous=FULL,
+  or, with ``--postgres``, asyncpg into the ledger's own ``events`` table;
+- raw, 100 rows per transaction (the batched baseline): sqlite3 the same way, or asyncpg's
+  ``executemany`` of the same event rows the ledger writes (its table, indexes and values);
 - the ledger's in-process append through the writer (group commit, hash chain, projections)
   with 1, 16 and 64 concurrent appenders and 2 KB JSON payloads.
 
 Each ledger figure is also given as a ratio to the batched baseline's rows/s.
-Target (issue 2 §7): 64 appenders reach at least 0.4x the batched rows/s with p99 <= 25 ms.
+Targets: SQLite (issue 2 §7), 64 appenders at least 0.4x the batched rows/s with p99 <= 25 ms;
+PostgreSQL (issue 27), 64 appenders at least 0.3x raw asyncpg ``executemany``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import shutil
 import sqlite3
 import statistics
@@ -22,6 +26,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -35,7 +40,10 @@ from ledger.log.events import EventType
 from ledger.log.records import NewEvent
 from ledger.log.store import LedgerStore
 
-DESCRIPTION = "raw sqlite3 WAL baseline vs the ledger's append (1/16/64 appenders, 2 KB JSON)"
+DESCRIPTION = (
+    "raw driver baseline (sqlite3 WAL, or asyncpg with --postgres) vs the ledger's append"
+    " (1/16/64 appenders, 2 KB JSON)"
+)
 
 BENCH_KIND = "bench.payload"
 PAYLOAD_BYTES = 2048
@@ -43,6 +51,8 @@ TARGET_RATIO = 0.4
 TARGET_P99_MS = 25.0
 # Issue 9 restates the writer's target: at least 0.3x raw batched sqlite3, p99 <= 25 ms.
 ISSUE9_RATIO = 0.3
+# Issue 27: on PostgreSQL, 64 appenders at least 0.3x raw asyncpg executemany of the same rows.
+POSTGRES_RATIO = 0.3
 
 
 class BenchPayload(BaseModel):
@@ -111,6 +121,58 @@ def raw_sqlite(path: Path, rows: int, per_transaction: int) -> Leg:
     finally:
         conn.close()
     return Leg(f"raw sqlite3, {per_transaction} row(s)/tx", rows, elapsed, latencies)
+
+
+# ---- raw asyncpg baseline ------------------------------------------------------------------
+
+
+async def raw_asyncpg(url: str, rows: int, per_transaction: int) -> Leg:
+    """The ledger's event rows (its migrated ``events`` table: the same columns, indexes and
+    values as its append writes, 2 KB payloads) inserted with asyncpg alone: ``executemany``
+    of ``per_transaction`` rows, then COMMIT."""
+    await migrate.upgrade(url)
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    insert = (
+        "INSERT INTO events (seq, recorded_at, kind, schema_version, rollout_id, generation,"
+        " idempotency_key, payload, payload_sha256, hash) VALUES"
+        " ($1, $2, $3, 1, $4, 0, NULL, $5, $6, $7)"
+    )
+    payloads = [canonical_bytes(make_payload(0, n)).decode() for n in range(per_transaction)]
+    digests = [hashlib.sha256(p.encode()).hexdigest() for p in payloads]
+    latencies = []
+    seq = 0
+    try:
+        started = time.perf_counter()
+        while seq < rows:
+            begun = time.perf_counter()
+            batch = []
+            for payload, digest in zip(
+                payloads[: min(per_transaction, rows - seq)], digests, strict=False
+            ):
+                seq += 1
+                batch.append(
+                    (seq, datetime.now(UTC), BENCH_KIND, f"raw-{seq % 64}", payload, digest, digest)
+                )
+            async with conn.transaction():
+                await conn.executemany(insert, batch)
+            latencies.append(time.perf_counter() - begun)
+        elapsed = time.perf_counter() - started
+    finally:
+        await conn.close()
+    return Leg(f"raw asyncpg, {per_transaction} row(s)/tx", rows, elapsed, latencies)
+
+
+async def run_raw_asyncpg(postgres: str, rows: int, per_transaction: int) -> Leg:
+    async with fresh_postgres(postgres) as url:
+        return await raw_asyncpg(url, rows, per_transaction)
+
+
+def raw_leg(directory: Path, name: str, postgres: str | None, rows: int, per_tx: int) -> Leg:
+    """The backend's raw baseline: sqlite3 on a file of ``directory``, or asyncpg."""
+    if postgres is None:
+        return raw_sqlite(directory / f"{name}.db", rows, per_tx)
+    return asyncio.run(run_raw_asyncpg(postgres, rows, per_tx))
 
 
 # ---- the ledger ---------------------------------------------------------------------------
@@ -188,7 +250,9 @@ def ratio(runs: Sequence[Leg]) -> float:
     return statistics.median(r.rate / (r.baseline_rate or r.rate) for r in runs)
 
 
-def report(rounds: Sequence[Sequence[Leg]], echo: Callable[[str], None]) -> None:
+def report(
+    rounds: Sequence[Sequence[Leg]], echo: Callable[[str], None], *, postgres: bool = False
+) -> None:
     by_leg = list(zip(*rounds, strict=True))
     echo(
         f"{'leg':34} {'rows':>7} {'rows/s':>9} {'(range over runs)':>19} {'p50 ms':>8}"
@@ -208,6 +272,13 @@ def report(rounds: Sequence[Sequence[Leg]], echo: Callable[[str], None]) -> None
     )
     widest = by_leg[-1]
     measured, p99 = ratio(widest), best(widest).percentile(0.99)
+    if postgres:
+        met = measured >= POSTGRES_RATIO
+        echo(
+            f"issue 27 target for {widest[0].name}: >= {POSTGRES_RATIO}x raw asyncpg"
+            f" executemany; measured {measured:.2f}x: {'MET' if met else 'MISSED'}"
+        )
+        return
     met = measured >= TARGET_RATIO and p99 <= TARGET_P99_MS
     echo(
         f"target for {widest[0].name}: >= {TARGET_RATIO}x batched and p99 <= {TARGET_P99_MS} ms;"
@@ -226,10 +297,10 @@ def run_round(
     """raw 1/tx, then each ledger leg preceded by its own batched-baseline run."""
     directory.mkdir(parents=True)
     try:
-        single = raw_sqlite(directory / "raw-1.db", raw_sizes[0], 1)
+        single = raw_leg(directory, "raw-1", postgres, raw_sizes[0], 1)
         baselines, ledger = [], []
         for appenders, events in sizes.items():
-            baseline = raw_sqlite(directory / f"raw-100-{appenders}.db", raw_sizes[1], 100)
+            baseline = raw_leg(directory, f"raw-100-{appenders}", postgres, raw_sizes[1], 100)
             leg = asyncio.run(run_ledger_leg(directory, postgres, appenders, events))
             leg.baseline_rate = baseline.rate
             baselines.append(baseline)
@@ -264,4 +335,4 @@ def main(argv: list[str]) -> None:
     ]
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"payload: {PAYLOAD_BYTES} bytes of canonical JSON; scratch: {args.dir.resolve()}")
-    report(rounds, print)
+    report(rounds, print, postgres=args.postgres is not None)
