@@ -484,6 +484,9 @@ def main() -> None:
         port=args.port,
         log_level=args.log_level,
         access_log=False,
+        # A stop cancels what is still answering: the slow scenario's answer waits SLOW_S, and
+        # a graceful stop waited for it (its module's teardown took most of 30 s).
+        timeout_graceful_shutdown=1,
     )
 
 
