@@ -1,7 +1,7 @@
 """The projector: the process that keeps the views current beside ``ledger serve``, and the
 other followers of the log: the JSONL mirror and the health checks (health_findings).
 
-``ledger serve`` starts it (``ledger project``, this module's ``run_projector``) and starts
+``ledger serve`` starts it (``projector_child.py``, this module's ``run_projector``) and starts
 another if it exits, after a pause that grows to 30 s; a new one resumes from the views'
 checkpoint (log/projection_follower.py). It holds a writer of its own: on SQLite its steps take
 turns with the server's appends on the file's write lock, on PostgreSQL on the append lock. Its
@@ -135,7 +135,8 @@ async def _follow_while_elected(
 
 
 class ProjectorProcess(ChildProcess):
-    """Runs ``ledger project`` beside the server and starts another when it exits."""
+    """Runs the projector (``ledger.app.projector_child``) beside the server and starts another
+    when it exits."""
 
     def __init__(self, settings: Settings, command: Sequence[str] | None = None) -> None:
         super().__init__(
@@ -144,11 +145,9 @@ class ProjectorProcess(ChildProcess):
             or (
                 sys.executable,
                 "-m",
-                "ledger",
-                "project",
+                "ledger.app.projector_child",
                 "--database-url",
                 settings.resolved_database_url,
-                "--serve-child",
             ),
             # The child reads the rest of its settings from the environment, as this process
             # did; what this process was given as options is handed on as variables.

@@ -13,11 +13,9 @@ import sys
 WEB_MODULES = ("fastapi", "starlette", "uvicorn")
 
 
-def modules_after_importing(module: str) -> set[str]:
-    """The web modules a fresh interpreter holds after importing ``module``."""
-    probe = (
-        f"import sys, {module}\nprint(' '.join(m for m in {WEB_MODULES!r} if m in sys.modules))\n"
-    )
+def modules_after_importing(module: str, among: tuple[str, ...] = WEB_MODULES) -> set[str]:
+    """Those of ``among`` a fresh interpreter holds after importing ``module``."""
+    probe = f"import sys, {module}\nprint(' '.join(m for m in {among!r} if m in sys.modules))\n"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
@@ -26,7 +24,12 @@ def modules_after_importing(module: str) -> set[str]:
 
 def test_the_command_line_and_the_projector_import_no_web_framework() -> None:
     assert modules_after_importing("ledger.app.cli.main") == set()
-    assert modules_after_importing("ledger.app.projector") == set()
+    assert modules_after_importing("ledger.app.projector_child") == set()
+
+
+def test_the_projector_the_server_starts_imports_no_command() -> None:
+    commands = ("ledger.app.cli.main", "ledger.app.cli.core", "ledger.app.cli.backup")
+    assert modules_after_importing("ledger.app.projector_child", commands) == set()
 
 
 def test_the_app_does_import_it() -> None:

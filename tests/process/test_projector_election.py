@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +18,6 @@ from ledger.app.areas import view_projectors
 from ledger.areas.captures.service import CaptureService
 from ledger.log.projection_follower import read_progress
 from ledger.log.store import LedgerStore
-from tests.suites.cli import ledger_argv
 from tests.support.exchanges import chat_exchange
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,8 @@ NAMES = [view.name for view in view_projectors()]
 
 
 class Projector:
-    """A `ledger project --serve-child` process and the log lines it has written."""
+    """A projector process as `ledger serve` starts it (`python -m ledger.app.projector_child`)
+    and the log lines it has written."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
@@ -35,7 +37,12 @@ class Projector:
     @classmethod
     async def start(cls, database_url: str, data_dir: Path) -> Projector:
         process = await asyncio.create_subprocess_exec(
-            *ledger_argv(database_url, data_dir, "project", "--serve-child"),
+            sys.executable,
+            "-m",
+            "ledger.app.projector_child",
+            "--database-url",
+            database_url,
+            env={**os.environ, "LEDGER_DATA_DIR": str(data_dir)},
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,

@@ -461,12 +461,6 @@ def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: fl
 
 @click.command()
 @click.option(
-    "--serve-child",
-    is_flag=True,
-    hidden=True,
-    help="Run as the projector `ledger serve` started: exit when standard input closes",
-)
-@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -474,10 +468,10 @@ def sql(ctx: click.Context, query: str, fmt: str, limit: int | None, timeout: fl
 )
 @database_options
 @click.pass_context
-def project(ctx: click.Context, serve_child: bool, log_level: str) -> None:
+def project(ctx: click.Context, log_level: str) -> None:
     """Keep the views current: apply the log's events to every projection that follows it, from
     its checkpoint, and keep the JSONL mirror and the health findings, until interrupted
-    (`ledger serve` runs this beside itself)."""
+    (`ledger serve` runs the same beside itself, as `python -m ledger.app.projector_child`)."""
     from ledger.app.projector import run_projector
 
     logging.basicConfig(
@@ -487,7 +481,7 @@ def project(ctx: click.Context, serve_child: bool, log_level: str) -> None:
     # the followers run).
     settings = settings_from(ctx, projector="process")
     with contextlib.suppress(KeyboardInterrupt):
-        run_async(lambda: run_projector(settings, until_stdin_closes=serve_child))
+        run_async(lambda: run_projector(settings, until_stdin_closes=False))
 
 
 def register(main: click.Group) -> None:
