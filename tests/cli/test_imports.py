@@ -1,6 +1,6 @@
 """The ``ledger`` command and the projector process start without the web framework.
 
-``ledger serve`` starts ``ledger project`` beside itself and starts it again after a crash; the
+``ledger serve`` starts a projector beside itself and starts it again after a crash; the
 projector's start is mostly imports, and FastAPI and its OpenAPI models were a large share of
 them. Only the app (``ledger serve``'s server) imports the framework.
 """

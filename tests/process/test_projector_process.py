@@ -26,7 +26,7 @@ ROLLOUTS = 8
 
 
 def projector_pid(server_pid: int) -> int | None:
-    """The server's child running `ledger project`, if one runs now."""
+    """The server's child running the projector, if one runs now."""
     for task in Path(f"/proc/{server_pid}/task").iterdir():
         try:
             children = (task / "children").read_text().split()
@@ -37,7 +37,7 @@ def projector_pid(server_pid: int) -> int | None:
                 command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"project" in command:
+            if b"ledger.app.projector_child" in command:
                 return int(child)
     return None
 
