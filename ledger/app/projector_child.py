@@ -24,6 +24,17 @@ from ledger.app.http.validation_errors import describe_validation_error
 from ledger.app.projector import run_projector
 
 
+def run(settings: Settings, *, log_level: str, until_stdin_closes: bool) -> None:
+    """Run the projector in this process (``ledger project`` and the server's child both do):
+    its log lines on stderr, until interrupted or, for the server's child, until its standard
+    input closes. ``settings`` say ``projector="process"``."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(lambda: run_projector(settings, until_stdin_closes=until_stdin_closes))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m ledger.app.projector_child",
@@ -31,17 +42,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--database-url", required=True)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     # This process is the projector, whatever LEDGER_PROJECTOR says (it tells `serve` where
     # the followers run).
     try:
         settings = Settings(database_url=args.database_url, projector="process")
     except ValidationError as exc:
         raise SystemExit(f"error: {describe_validation_error(exc, 'settings')}") from None
-    with contextlib.suppress(KeyboardInterrupt):
-        run_async(lambda: run_projector(settings, until_stdin_closes=True))
+    run(settings, log_level="info", until_stdin_closes=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and the swap is atomic. Revision 0022 moves the views into their first build and
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -349,8 +350,10 @@ async def test_a_swap_gives_up_while_a_reader_holds_the_live_views(
             # tries the swap again, and gives up again, while the reader holds the live views.
             caplog.clear()
             waiting = asyncio.create_task(follower.catch_up())
+            deadline = time.monotonic() + 60
             while caplog.text.count("waits to be swapped in") < 2:
                 assert not waiting.done()
+                assert time.monotonic() < deadline, "the swap was not tried again"
                 await asyncio.sleep(0.05)  # poll
             assert not waiting.done()
             await transaction.commit()

@@ -472,16 +472,11 @@ def project(ctx: click.Context, log_level: str) -> None:
     """Keep the views current: apply the log's events to every projection that follows it, from
     its checkpoint, and keep the JSONL mirror and the health findings, until interrupted
     (`ledger serve` runs the same beside itself, as `python -m ledger.app.projector_child`)."""
-    from ledger.app.projector import run_projector
+    from ledger.app.projector_child import run
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     # This process is the projector, whatever LEDGER_PROJECTOR says (it tells `serve` where
     # the followers run).
-    settings = settings_from(ctx, projector="process")
-    with contextlib.suppress(KeyboardInterrupt):
-        run_async(lambda: run_projector(settings, until_stdin_closes=False))
+    run(settings_from(ctx, projector="process"), log_level=log_level, until_stdin_closes=False)
 
 
 def register(main: click.Group) -> None:
