@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -32,11 +32,6 @@ from ledger.areas.health.follower import HealthFollower
 from ledger.areas.health.gauges import VerdictGauges
 from ledger.areas.lineage.service import LineageService
 from ledger.areas.observations.service import ObservationService
-from ledger.areas.otel.export_process import OtlpExportProcess
-from ledger.areas.otel.export_worker import ExportOptions
-from ledger.areas.otel.follower import OtlpFollower
-from ledger.areas.otel.mapping import MappingOptions
-from ledger.areas.otel.sender import OtlpSender, headers_from_environment
 from ledger.log import migrate
 from ledger.log.checkpoint_key import load_or_create_signing_key, load_signing_key
 from ledger.log.checkpoint_publisher import CheckpointPublisher
@@ -55,6 +50,10 @@ from ledger.log.rebuild import (
 from ledger.log.store import LedgerStore
 from ledger.log.witness import WitnessedCheckpoint, latest_in
 from ledger.mirror.follower import MirrorFollower
+
+if TYPE_CHECKING:
+    from ledger.areas.otel.export_process import OtlpExportProcess
+    from ledger.areas.otel.follower import OtlpFollower
 
 T = TypeVar("T")
 
@@ -255,6 +254,14 @@ def build_otlp_export(
     (areas/otel/sender.py), by the process from the environment it inherits."""
     if settings.otlp_endpoint is None:
         return None
+    # Imported only when an endpoint is set: the export's HTTP client and protobuf are most of
+    # a server's start otherwise spent on a feature that is off.
+    from ledger.areas.otel.export_process import OtlpExportProcess
+    from ledger.areas.otel.export_worker import ExportOptions
+    from ledger.areas.otel.follower import OtlpFollower
+    from ledger.areas.otel.mapping import MappingOptions
+    from ledger.areas.otel.sender import OtlpSender, headers_from_environment
+
     try:
         headers = headers_from_environment()
     except ValueError as exc:

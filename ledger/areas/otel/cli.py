@@ -4,6 +4,7 @@ summary (spans sent, refused by the collector, requests retried)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import Progress
@@ -12,10 +13,11 @@ from ledger.app.bootstrap import opened_reader
 from ledger.app.cli.common import err, run_async
 from ledger.app.config import Settings
 from ledger.areas.health.selection import Selection
-from ledger.areas.otel.export import ExportSummary, export_selection
-from ledger.areas.otel.mapping import MappingOptions
-from ledger.areas.otel.sender import ExportFailed, OtlpSender, headers_from_environment
 from ledger.log.errors import BadRequest
+
+if TYPE_CHECKING:
+    from ledger.areas.otel.export import ExportSummary
+    from ledger.areas.otel.sender import OtlpSender
 
 
 def otlp_selection(ids: str | None, since: datetime | None, run: str | None) -> Selection:
@@ -27,6 +29,12 @@ def otlp_selection(ids: str | None, since: datetime | None, run: str | None) -> 
 
 
 def export_otlp(settings: Settings, endpoint: str, selection: Selection, *, content: bool) -> None:
+    # Imported here: every other command of the command line would load the export's HTTP
+    # client and protobuf for nothing.
+    from ledger.areas.otel.export import export_selection
+    from ledger.areas.otel.mapping import MappingOptions
+    from ledger.areas.otel.sender import ExportFailed, OtlpSender, headers_from_environment
+
     try:
         headers = headers_from_environment()
         sender = OtlpSender(endpoint, headers=headers)
