@@ -26,6 +26,7 @@ from tests.support.templates import (
     migrated_postgres_template,
     migrated_sqlite_template,
 )
+from tests.support.views import views_caught_up
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -129,27 +130,33 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
         yield application
 
 
-async def views_caught_up(app: FastAPI) -> None:
-    """Wait until the app's views have applied every event appended so far."""
-    ledger = app.state.ledger
-    await ledger.freshness.wait_for_seq(await ledger.store.head_seq())
-
-
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """The app over ASGI. After each write the client waits for the views to catch up, so a
-    test's run-level reads (summaries, SQL views, export) see what it wrote: they answer from
-    the views as they are, by design (tests/api/test_freshness.py pins that rule itself)."""
+    """The app over ASGI. Before a read that follows writes, the client waits for the views to
+    catch up, so a test's run-level reads (summaries, SQL views, export) see what it wrote:
+    they answer from the views as they are, by design (tests/api/test_freshness.py pins that
+    rule itself). The wait comes before the read, not after each write, so that the views
+    apply a test's writes a batch at a time, as they do in production. A test that reads by
+    another way (SQL, the command line, the app's own objects) after writing waits itself:
+    ``await views_caught_up(app)``."""
+    written = False
 
     async def after_writes(response: httpx.Response) -> None:
+        nonlocal written
         if response.request.method not in ("GET", "HEAD"):
+            written = True
+
+    async def before_reads(request: httpx.Request) -> None:
+        nonlocal written
+        if written and request.method in ("GET", "HEAD"):
+            written = False
             await views_caught_up(app)
 
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(
         transport=transport,
         base_url="http://localhost",
-        event_hooks={"response": [after_writes]},
+        event_hooks={"request": [before_reads], "response": [after_writes]},
     ) as http:
         yield http
 

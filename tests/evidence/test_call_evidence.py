@@ -21,6 +21,7 @@ from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row
 from tests.runs.support import ledger_of, rows
 from tests.support.exchanges import chat_exchange
+from tests.support.views import views_caught_up
 
 CONTROL = "/training-token-capture/control"
 
@@ -71,6 +72,7 @@ async def _evidence(client: httpx.AsyncClient, rollout_id: str) -> dict[str, Any
 
 
 async def _assert_projection_rebuilds(app: FastAPI) -> None:
+    await views_caught_up(app)
     store = ledger_of(app).store
     async with store.read() as conn:
         report = await verify_projections(conn, store.catalogue, store.projectors)

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import httpx
 from click.testing import CliRunner, Result
+from fastapi import FastAPI
 
 from ledger.app.cli.main import main
 from tests.health.support import write_run
 from tests.support.health_run import generate_run
+from tests.support.views import views_caught_up
 
 
 def invoke(args: list[str]) -> Result:
@@ -20,10 +22,11 @@ def invoke(args: list[str]) -> Result:
 
 
 async def test_health_writes_gyms_files_and_prints_a_table(
-    client: httpx.AsyncClient, database_url: str, tmp_path: Path
+    app: FastAPI, client: httpx.AsyncClient, database_url: str, tmp_path: Path
 ) -> None:
     planned = generate_run(40, seed=9)
     await write_run(client, planned)
+    await views_caught_up(app)  # the command line reads the views by itself
     out = tmp_path / "reports" / "run-1"
     args = ["health", "--database-url", database_url, "--output-dir", str(out)]
     result = await asyncio.to_thread(invoke, [*args, "--ignore", "model_call_failed"])
@@ -41,8 +44,11 @@ async def test_health_writes_gyms_files_and_prints_a_table(
     assert "task_no_successful_model_calls" in result.output  # the checks table
 
 
-async def test_perf_summary_prints_gyms_block(client: httpx.AsyncClient, database_url: str) -> None:
+async def test_perf_summary_prints_gyms_block(
+    app: FastAPI, client: httpx.AsyncClient, database_url: str
+) -> None:
     await write_run(client, generate_run(30, seed=9))
+    await views_caught_up(app)
     result = await asyncio.to_thread(
         invoke, ["perf-summary", "1*", "--attempts", "all", "--database-url", database_url]
     )

@@ -41,6 +41,7 @@ from ledger.log.rebuild import start_views_build
 from ledger.log.transaction import WriteTransaction
 from tests.health.support import expected_report, exported, write_run
 from tests.support.health_run import generate_run
+from tests.support.views import views_caught_up
 
 RUN = 60
 IGNORED_CASES: list[list[str]] = [
@@ -173,6 +174,7 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
     ledger, follower = await _paused(app)
     planned = generate_run(RUN, seed=8)
     await write_run(client, planned)
+    await views_caught_up(app)
     await follower.catch_up()
     long_ago, far_ahead = datetime(2000, 1, 1, tzinfo=UTC), datetime(2999, 1, 1, tzinfo=UTC)
     selections = [
@@ -209,6 +211,7 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
         f"/v1/rollouts/{planned[0].rollout_id}/model-calls", json=_late_call("late")
     )
     assert posted.status_code == 201, posted.text
+    await views_caught_up(app)
     assert (
         await ledger.store.read_sync(
             partial(summarise_quickly, selection=selections[0], excluded=set(), ignored=[])
@@ -222,6 +225,7 @@ async def test_rows_answer_exactly_once_the_follower_caught_up(
 ) -> None:
     ledger, follower = await _paused(app)
     await write_run(client, generate_run(RUN, seed=4))
+    await views_caught_up(app)
     assert await follower.catch_up() > 0
     lines = await exported(client)
     service = HealthService(ledger.store.read_sync)
@@ -243,6 +247,7 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     ledger, follower = await _paused(app)
     planned = generate_run(20, seed=6)
     await write_run(client, planned)
+    await views_caught_up(app)
     await follower.catch_up()
     service = HealthService(ledger.store.read_sync)
     changed = planned[0].rollout_id
@@ -250,6 +255,7 @@ async def test_a_record_newer_than_its_row_is_checked_on_read(
     failing = _late_call("late-failure", status_code=503, error_category="server_error")
     posted = await client.post(f"/v1/rollouts/{changed}/model-calls", json=failing)
     assert posted.status_code == 201, posted.text
+    await views_caught_up(app)
 
     report = await service.report(Selection(attempts="all"))
     assert report.computed_on_read == 1
@@ -273,6 +279,7 @@ async def test_a_record_changed_after_the_settled_head_is_left_for_later(
     ledger, follower = await _paused(app)
     planned = generate_run(4, seed=7)
     await write_run(client, planned)
+    await views_caught_up(app)
     settled = await ledger.store.head_seq()
     writing = planned[0].rollout_id
     posted = await client.post(
@@ -280,6 +287,7 @@ async def test_a_record_changed_after_the_settled_head_is_left_for_later(
         json=_late_call("still-writing", status_code=200, response={"id": "r", "output": []}),
     )
     assert posted.status_code == 201, posted.text
+    await views_caught_up(app)
     assert await follower.step(upto_seq=settled) == len(planned) - 1
     service = HealthService(ledger.store.read_sync)
     report = await service.report(Selection(attempts="all"))
@@ -313,6 +321,7 @@ async def test_one_rollout_from_its_row_equals_the_record_checked(
     _, follower = await _paused(app)
     planned = generate_run(RUN, seed=9)
     await write_run(client, planned)
+    await views_caught_up(app)
     await follower.catch_up()
     for rollout in planned[::3]:
         answer = await client.get(f"/v1/rollouts/{rollout.rollout_id}/health")
@@ -332,6 +341,7 @@ async def test_views_equal_the_route_answers(app: FastAPI, client: httpx.AsyncCl
     ledger, follower = await _paused(app)
     planned = generate_run(RUN, seed=10)
     await write_run(client, planned)
+    await views_caught_up(app)
     await follower.catch_up()
     ids = [row.rollout_id for row in await _sql(ledger, "SELECT rollout_id FROM rollout_health")]
     assert ids
@@ -397,6 +407,7 @@ async def test_metrics_count_rollouts_by_verdict(app: FastAPI, client: httpx.Asy
     _, follower = await _paused(app)
     planned = generate_run(30, seed=11)
     await write_run(client, planned)
+    await views_caught_up(app)
     await follower.catch_up()
     verdicts: Counter[str] = Counter()
     for rollout in planned:
@@ -418,6 +429,7 @@ async def test_a_follower_checks_again_after_another_process_rebuilt_the_views(
     would skip it."""
     ledger, follower = await _paused(app)
     await write_run(client, generate_run(20, seed=9))
+    await views_caught_up(app)
     checked = await follower.catch_up()
     assert checked > 0
     service = HealthService(ledger.store.read_sync)
@@ -439,6 +451,7 @@ async def test_the_apps_own_follower_keeps_up(app: FastAPI, client: httpx.AsyncC
     assert ledger.health is not None
     planned = generate_run(10, seed=12)
     await write_run(client, planned)
+    await views_caught_up(app)
     service = HealthService(ledger.store.read_sync)
     for _ in range(200):
         report = await service.report(Selection(attempts="all"))
@@ -453,6 +466,7 @@ async def test_the_documented_examples_run(app: FastAPI, client: httpx.AsyncClie
     """Every SQL example of docs/sql.md's Health section runs on this backend."""
     ledger, follower = await _paused(app)
     await write_run(client, generate_run(20, seed=13))
+    await views_caught_up(app)
     await follower.catch_up()
     text = (Path(__file__).parents[2] / "docs" / "sql.md").read_text()
     section = text.split("\n## Health")[1].split("\n## ")[0]

@@ -12,6 +12,7 @@ import pytest
 from ledger.log.store import LedgerStore
 from tests.conftest import CONTROL_HEADERS
 from tests.lineage.rows import committed_row, failure_row, manifest_record
+from tests.support.views import views_caught_up
 
 CONTROL = "/training-token-capture/control"
 
@@ -240,6 +241,7 @@ async def test_lineage_projection_rebuilds_identically(client: httpx.AsyncClient
     await client.post(
         f"{CONTROL}/rollouts/delete", json={"rollout_ids": ["r2"]}, headers=CONTROL_HEADERS
     )
+    await views_caught_up(app)
     store: LedgerStore = app.state.ledger.store
     async with store.read() as conn:
         # Fresh projectors: the running store's keep state its writer may be using meanwhile.

@@ -18,6 +18,7 @@ from ledger.areas.observations.service import ObservationService
 from ledger.log.records import NewEvent
 from ledger.log.rollout_events import ROLLOUT_RETIRED, RolloutRetired
 from tests.observations.support import EXAMPLE_OBSERVATIONS, feed_example, post_ok
+from tests.support.views import views_caught_up
 
 
 def ledger_of(app: FastAPI) -> Ledger:
@@ -86,6 +87,7 @@ async def test_export_pages_through_everything_once(
 ) -> None:
     for index in range(7):
         await post_ok(client, f"/v1/rollouts/p{index}/result", {"task_id": f"t{index}"})
+    await views_caught_up(app)
     service = ObservationService(ledger_of(app).store, export_page_size=2)
     lines = [line async for line in service.export_lines(ExportFilter())]
     assert [json.loads(line)["task_id"] for line in lines] == [f"t{index}" for index in range(7)]

@@ -22,6 +22,7 @@ from tests.observations.support import (
     get_record,
     post_ok,
 )
+from tests.support.views import views_caught_up
 
 
 def ledger_of(app: FastAPI) -> Ledger:
@@ -61,6 +62,7 @@ PARALLEL_BUNDLE = {
 
 
 async def rows(app: FastAPI, sql: str) -> list[dict[str, Any]]:
+    await views_caught_up(app)  # the SQL views show what the client wrote
     async with ledger_of(app).store.read() as conn:
         result = await conn.execute(text(sql))
         return [dict(row._mapping) for row in result]
@@ -246,6 +248,7 @@ async def test_verify_rebuilds_identical_projections(
         NewEvent(ROLLOUT_DELETED, RolloutDeleted(had_rows=True), rollout_id="r1")
     )
     await post_ok(client, "/v1/rollouts/r1/result", {"task_id": "again"})
+    await views_caught_up(app)
 
     async with ledger.store.read() as conn:
         # Fresh projectors: the running store's keep state its writer (and the health

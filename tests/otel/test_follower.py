@@ -28,6 +28,7 @@ from ledger.areas.otel.sender import OtlpSender
 from ledger.areas.otel.source import read_export_lag, saved_checkpoint_seq
 from tests.otel.collector import Collector, running_collector
 from tests.support.exchanges import chat_exchange
+from tests.support.views import views_caught_up
 
 
 async def capture(client: httpx.AsyncClient, rollout_id: str, model_call_id: str) -> None:
@@ -133,6 +134,7 @@ async def test_a_changing_record_waits_and_a_refused_batch_is_not_sent_again(
 ) -> None:
     ledger: Ledger = app.state.ledger
     await capture(client, "w0", "w0-c0")
+    await views_caught_up(app)  # the followers below read the views
     collector: Collector
     with running_collector() as collector:
         async with OtlpSender(collector.url) as sender:
@@ -153,6 +155,7 @@ async def test_a_changing_record_waits_and_a_refused_batch_is_not_sent_again(
             again = OtlpFollower(ledger.store, sender, settle_seconds=0)
             assert await again.catch_up() == 0
             await capture(client, "w0", "w0-c1")
+            await views_caught_up(app)
             assert await again.catch_up() == 1
             assert collector.taken() == {
                 root("w0"),

@@ -25,6 +25,7 @@ from tests.support.exchanges import (
     messages_exchange,
     responses_exchange,
 )
+from tests.support.views import views_caught_up
 
 RID = "otel-1"
 
@@ -92,6 +93,8 @@ async def write_rollout(client: httpx.AsyncClient) -> None:
 
 
 async def read(app: FastAPI) -> ChangedRollout:
+    """The rollout as the export reads it, once the views hold what the client wrote."""
+    await views_caught_up(app)
     ledger: Ledger = app.state.ledger
     [found] = await ledger.store.read_sync(partial(rollouts_by_id, rollout_ids=[RID]))
     return found

@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from ledger.app.bootstrap import Ledger
 from tests.support.health_run import PlannedRollout, generate_run, interleaved_posts
+from tests.support.views import views_caught_up
 
 
 def ledger_of(app: FastAPI) -> Ledger:
@@ -19,6 +20,7 @@ def ledger_of(app: FastAPI) -> Ledger:
 
 
 async def rows(app: FastAPI, sql: str, **params: Any) -> list[dict[str, Any]]:
+    await views_caught_up(app)  # the projections show what the client wrote
     async with ledger_of(app).store.read() as conn:
         result = await conn.execute(text(sql), params)
         return [dict(row._mapping) for row in result]

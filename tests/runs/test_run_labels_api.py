@@ -18,6 +18,7 @@ from tests.observations.support import (
     exchange,
 )
 from tests.runs.support import kinds, labelled_payloads, labels, ledger_of, rows
+from tests.support.views import views_caught_up
 
 BATCH = "/v1/model-calls/batch"
 
@@ -196,6 +197,7 @@ async def test_verify_rebuilds_the_labels(client: httpx.AsyncClient, app: FastAP
         headers=CONTROL_HEADERS,
     )
     await client.post("/v1/rollouts/r1/observations?run=run-c", json=EXAMPLE_OBSERVATIONS)
+    await views_caught_up(app)
     ledger = ledger_of(app)
     async with ledger.store.read() as conn:
         # Fresh projectors: the live ones belong to the running writer.

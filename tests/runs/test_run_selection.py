@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 from click.testing import CliRunner, Result
+from fastapi import FastAPI
 
 from ledger.app.cli.main import main
 from tests.runs.support import PREFIX, three_runs
+from tests.support.views import views_caught_up
 
 
 def invoke(args: list[str]) -> Result:
@@ -90,8 +92,11 @@ async def test_run_combines_with_glob_task_and_window(client: httpx.AsyncClient)
     assert window["selection"]["matched"] == len(runs["grpo-a"])
 
 
-async def test_the_cli_selects_by_run(client: httpx.AsyncClient, database_url: str) -> None:
+async def test_the_cli_selects_by_run(
+    app: FastAPI, client: httpx.AsyncClient, database_url: str
+) -> None:
     await three_runs(client)
+    await views_caught_up(app)  # the command line reads the views by itself
     base = ["--database-url", database_url]
     health = await asyncio.to_thread(invoke, ["health", "--run", "grpo-b", "--json", *base])
     assert health.exit_code == 0, health.output
