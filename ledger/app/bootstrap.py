@@ -254,8 +254,8 @@ def build_otlp_export(
     (areas/otel/sender.py), by the process from the environment it inherits."""
     if settings.otlp_endpoint is None:
         return None
-    # Imported only when an endpoint is set: the export's HTTP client and protobuf are most of
-    # a server's start otherwise spent on a feature that is off.
+    # Imported only when an endpoint is set: a server with the export off does not load its
+    # protobuf encoding.
     from ledger.areas.otel.export_process import OtlpExportProcess
     from ledger.areas.otel.export_worker import ExportOptions
     from ledger.areas.otel.follower import OtlpFollower
