@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from ledger.areas.health.selection import superseded_attempts
 from ledger.gym.ids import split_transport_rollout_id
 from tests.runs.support import PREFIX, rows, three_runs
-from tests.support.views import views_caught_up
 
 TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 
@@ -66,7 +65,6 @@ async def test_task_summary_equals_perf_summary_and_a_direct_count(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
     await three_runs(client)
-    await views_caught_up(app)
     direct = await _direct(app)
     tasks = await rows(app, "SELECT * FROM task_summary")
     assert {row["run_label"] for row in tasks} == {"grpo-a", "grpo-b", None}
@@ -95,7 +93,6 @@ async def test_task_summary_equals_perf_summary_and_a_direct_count(
 
 async def test_run_summary_equals_perf_summary(client: httpx.AsyncClient, app: FastAPI) -> None:
     runs = await three_runs(client)
-    await views_caught_up(app)
     summary = {row["run_label"]: row for row in await rows(app, "SELECT * FROM run_summary")}
     assert set(summary) == set(runs)
     for run, row in summary.items():
@@ -119,7 +116,6 @@ async def test_rollout_summary_attempts_follow_the_selection_rule(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
     await three_runs(client)
-    await views_caught_up(app)
     for rollout_id in ODD_IDS:
         body = {"task_id": "odd", "resolved": True}
         answer = await client.post(f"/v1/rollouts/{rollout_id}/result?run=odd", json=body)
