@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -58,14 +60,22 @@ async def _mark_observations_stale(url: str) -> None:
         await engine.dispose()
 
 
+REBUILDING, DROPPING, IDLE = "while the views rebuilt", "while the old build was dropped", "idle"
+
+
 class Acks:
     def __init__(self) -> None:
-        self.rebuilding: list[float] = []
-        self.idle: list[float] = []
+        # Each ack's seconds by the phase it ended in.
+        self.by_phase: dict[str, list[float]] = {REBUILDING: [], DROPPING: [], IDLE: []}
+        self.phase = REBUILDING
         self.failed = 0
-        self.caught_up = False
         # The reader's answers while the views were rebuilt: (status, seconds).
         self.reads: list[tuple[int, float]] = []
+        self.largest_wal = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return self.phase != REBUILDING
 
 
 async def _reader(http: httpx.AsyncClient, acks: Acks) -> None:
@@ -93,11 +103,29 @@ async def _client(http: httpx.AsyncClient, n: int, acks: Acks, stop: asyncio.Eve
         took = time.perf_counter() - started
         if not ok:
             acks.failed += 1
-        (acks.idle if acks.caught_up else acks.rebuilding).append(took)
+        acks.by_phase[acks.phase].append(took)
         k += 1
 
 
-async def _drive(base_url: str, serving_at: float, idle_s: float) -> tuple[Acks, float]:
+def _retired_builds(database: Path) -> int:
+    """The builds a swap retired whose tables are still there (0 where the code drops them in
+    the swap: it has no ``retired`` column)."""
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(view_builds)")}
+        if "retired" not in columns:
+            return 0
+        return int(conn.execute("SELECT count(*) FROM view_builds WHERE retired").fetchone()[0])
+
+
+def _watch_wal(database: Path, acks: Acks) -> None:
+    wal = database.with_name(database.name + "-wal")
+    with contextlib.suppress(FileNotFoundError):
+        acks.largest_wal = max(acks.largest_wal, wal.stat().st_size)
+
+
+async def _drive(
+    base_url: str, database: Path, serving_at: float, idle_s: float
+) -> tuple[Acks, float, float]:
     acks = Acks()
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=CLIENTS + 1)
@@ -113,13 +141,20 @@ async def _drive(base_url: str, serving_at: float, idle_s: float) -> tuple[Acks,
                 and views["projected_seq"] >= views["head_seq"] - CLIENTS
             ):
                 break
+            _watch_wal(database, acks)
             await asyncio.sleep(0.1)  # poll
-        acks.caught_up = True
+        acks.phase = DROPPING
         caught_up_after = time.perf_counter() - serving_at
+        while await asyncio.to_thread(_retired_builds, database):
+            _watch_wal(database, acks)
+            await asyncio.sleep(0.1)  # poll
+        dropped_after = time.perf_counter() - serving_at - caught_up_after
+        acks.phase = IDLE
         await asyncio.sleep(idle_s)
+        _watch_wal(database, acks)
         stop.set()
         await asyncio.gather(*clients)
-    return acks, caught_up_after
+    return acks, caught_up_after, dropped_after
 
 
 def _ms(values: list[float], q: float) -> str:
@@ -165,8 +200,8 @@ def main(argv: list[str]) -> None:
         try:
             wait_until_serving(process, port, timeout=3600)
             serving_after = time.perf_counter() - started
-            acks, caught_up_after = asyncio.run(
-                _drive(f"http://127.0.0.1:{port}", time.perf_counter(), idle_s)
+            acks, caught_up_after, dropped_after = asyncio.run(
+                _drive(f"http://127.0.0.1:{port}", database, time.perf_counter(), idle_s)
             )
         finally:
             process.terminate()
@@ -180,16 +215,18 @@ def main(argv: list[str]) -> None:
             )
         ]
     print("\n".join(f"  serve: {line}" for line in told))
-    print(f"serving after {serving_after:.1f} s; the views caught up {caught_up_after:.1f} s later")
-    total = len(acks.rebuilding) + len(acks.idle)
+    print(
+        f"serving after {serving_after:.1f} s; the views caught up {caught_up_after:.1f} s "
+        f"later; the old build's tables were dropped {dropped_after:.1f} s after that"
+    )
+    print(f"the WAL's largest size seen: {acks.largest_wal / 2**20:,.0f} MiB")
+    total = sum(len(values) for values in acks.by_phase.values())
     print(f"appends: {total:,} acknowledged or failed, {acks.failed} failed")
-    print(f"{'acks':>28} {'count':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for name, values in (
-        ("while the views rebuilt", acks.rebuilding),
-        ("idle, same run", acks.idle),
-    ):
+    print(f"{'acks':>32} {'count':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for name, values in acks.by_phase.items():
         worst = f"{max(values) * 1000:.1f}" if values else "n/a"
-        print(f"{name:>28} {len(values):>7} {_ms(values, 50):>8} {_ms(values, 99):>8} {worst:>8}")
+        label = f"{name}, same run" if name == IDLE else name
+        print(f"{label:>32} {len(values):>7} {_ms(values, 50):>8} {_ms(values, 99):>8} {worst:>8}")
     served = [took for status, took in acks.reads if status == 200]
     refused = len(acks.reads) - len(served)
     took = [seconds for _, seconds in acks.reads]

@@ -51,8 +51,10 @@ from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
 from ledger.log.view_builds import (
+    RETIRED_ROWS_PER_STEP,
     Builds,
     ViewBuild,
+    drop_retired_step,
     is_lock_timeout,
     read_builds,
     swap_in,
@@ -79,6 +81,9 @@ RETRY_AFTER_FAILURE_S = 1.0
 # While a build runs beside live views it keeps current, how often the live views get a step:
 # a rollout read then waits for its events about this long at most, besides the step itself.
 LIVE_TURN_S = 0.5
+# While the views have events to apply, how often a retired build's tables get a step of their
+# dropping (each a write transaction); an idle follower takes those steps one after another.
+RETIRED_TURN_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ class Progress:
     # The build an upgrade started beside the live views, while it runs (its ``seq``: how far
     # it has applied the log).
     building: ViewBuild | None = None
+    # Builds a swap retired whose tables are still to be dropped (``progress`` only).
+    retired: tuple[int, ...] = ()
 
     @property
     def behind(self) -> int:
@@ -167,12 +174,15 @@ class ProjectionFollower:
         page_events: int = PAGE_EVENTS,
         idle_poll_s: float = IDLE_POLL_S,
         live_turn_s: float = LIVE_TURN_S,
+        retired_turn_s: float = RETIRED_TURN_S,
+        retired_rows: int = RETIRED_ROWS_PER_STEP,
     ) -> None:
         """``views_of(build)``: fresh views on a build's tables. ``derived``: the tables
         computed from the views' rows (``Area.derived_from_views``), emptied when a build is
         swapped in, since they were computed from the old build's rows. ``live_turn_s``: while
         a build runs, how often the live views it keeps current get a step (0: whenever they
-        are behind)."""
+        are behind). ``retired_turn_s`` and ``retired_rows``: how often, while the views are
+        busy, and by how many rows at most a step drops a retired build's tables."""
         views = list(views_of(None))
         if not views:
             raise ValueError("a projection follower needs at least one view")
@@ -191,6 +201,9 @@ class ProjectionFollower:
         self._keeps_live: dict[tuple[int, int], bool] = {}
         self._live_turn_s = live_turn_s
         self._live_turn_at = 0.0
+        self._retired_turn_s = retired_turn_s
+        self._retired_turn_at = 0.0
+        self._retired_rows = retired_rows
         self.names = tuple(view.name for view in views)
         self._stable_tables = [table for view in views for table in view.tables]
         self._derived = list(derived)
@@ -212,10 +225,16 @@ class ProjectionFollower:
 
         def look(conn: Connection) -> Progress:
             progress = read_progress(conn, self.names)
-            building = read_builds(conn).building
+            builds = read_builds(conn)
+            building = builds.building
             if building is None:
-                return progress
-            return Progress(projected=building.seq, head=progress.head, building=building)
+                return Progress(progress.projected, progress.head, retired=builds.retired)
+            return Progress(
+                projected=building.seq,
+                head=progress.head,
+                building=building,
+                retired=builds.retired,
+            )
 
         return await self._store.read_sync(look)
 
@@ -373,13 +392,31 @@ class ProjectionFollower:
         )
         return True
 
+    async def drop_retired_step(self, build: int) -> bool:
+        """One step of dropping a retired build's tables (view_builds.py): True when they are
+        gone. False too when readers of them held them past the lock timeout (PostgreSQL); a
+        later step tries again."""
+        try:
+            return await self._store.execute(
+                lambda tx: drop_retired_step(
+                    tx.conn, [t.name for t in self._stable_tables], build, rows=self._retired_rows
+                )
+            )
+        except DBAPIError as exc:
+            if not is_lock_timeout(exc):
+                raise
+            log.warning("views: retired build %d waits for readers of its tables", build)
+            return False
+
     async def catch_up(self) -> int:
         """Apply pages until the views reach the head as it was when the last page was read,
-        and until a build of them running beside the live ones is swapped in: the events
-        applied."""
+        until a build of them running beside the live ones is swapped in, and until the tables
+        of the builds it retired are dropped: the events applied."""
         total = 0
         while (applied := await self.step()) or (await self.progress()).building is not None:
             total += applied
+        while retired := (await self.progress()).retired:
+            await self.drop_retired_step(retired[0])
         return total
 
     async def start(self) -> None:
@@ -406,6 +443,9 @@ class ProjectionFollower:
                 # A build at the head still takes a step: the one that swaps it in.
                 busy = progress.behind or progress.building is not None
                 applied = await self.step() if busy else 0
+                if progress.retired and self._retired_turn(busy=bool(applied)):
+                    await self.drop_retired_step(progress.retired[0])
+                    continue
             except LedgerError as exc:
                 log.error("projection follower: %s; retrying", exc.message)
                 await self._pause(RETRY_AFTER_FAILURE_S)
@@ -418,6 +458,16 @@ class ProjectionFollower:
                 continue
             # Idle: until this process's writer commits, or a while (another process may).
             await self._store.writer.commits.wait(self._idle_poll_s)
+
+    def _retired_turn(self, *, busy: bool) -> bool:
+        """Whether a retired build's tables get a step now: always when the views are idle,
+        else at most every ``retired_turn_s``, so that the pages the appends wait for come
+        first."""
+        now = time.monotonic()
+        if busy and now - self._retired_turn_at < self._retired_turn_s:
+            return False
+        self._retired_turn_at = now
+        return True
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -9,8 +9,14 @@ makes a view stale, the next build's tables are created beside the live ones, fr
 own ``Table`` definitions, and the projector fills them from seq 0 (``view_builds.seq`` is that
 build's checkpoint) while the live build keeps answering reads. The step that brings the build
 to the head swaps it in, in the same transaction: the stable views point at its tables, the old
-build's tables are dropped, the live checkpoints move to the build's. A reader sees the old
-build or the new one, never a mix.
+build is retired, the live checkpoints move to the build's. A reader sees the old build or the
+new one, never a mix.
+
+Retired builds: the swap does not drop the old build's tables, since on SQLite freeing their
+pages takes as long as the tables are large, under the write lock the appends share. The
+follower drops them afterwards, a short transaction at a time (``drop_retired_step``), when it
+has nothing else to do or between its pages; then the build's row goes. A build that a newer
+upgrade supersedes before it is swapped in is retired the same way.
 
 Meanwhile the follower keeps the live build current too when its tables have the columns the
 running code writes (log/projection_follower.py). When they do not (the upgrade changed a
@@ -38,7 +44,9 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    false,
     func,
+    inspect,
     select,
     text,
     update,
@@ -63,6 +71,9 @@ view_builds = Table(
     # swapped in, log/projection_versions.py).
     Column("versions", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # A build a swap replaced, or a newer upgrade superseded: its tables are dropped by the
+    # views' follower a short transaction at a time, then its row (``drop_retired_step``).
+    Column("retired", Boolean, nullable=False, server_default=false()),
 )
 
 
@@ -73,6 +84,9 @@ FIRST_BUILD = 1
 
 # How long a swap on PostgreSQL waits for readers of the live views before it gives up.
 SWAP_LOCK_TIMEOUT_MS = 1000
+# Rows of a retired build's table a step deletes on SQLite (``drop_retired_step``): a step holds
+# the write lock the appends share.
+RETIRED_ROWS_PER_STEP = 2000
 
 
 def table_name(name: str, build: int) -> str:
@@ -122,10 +136,12 @@ class ViewBuild:
 
 @dataclass(frozen=True)
 class Builds:
-    """The live build and the one being built, if any."""
+    """The live build, the one being built, if any, and the retired ones whose tables are
+    still to be dropped."""
 
     live: ViewBuild
     building: ViewBuild | None = None
+    retired: tuple[int, ...] = ()
 
 
 def read_builds(conn: Connection) -> Builds:
@@ -139,6 +155,7 @@ def read_builds(conn: Connection) -> Builds:
             versions=json.loads(row.versions) if row.versions else {},
         )
         for row in rows
+        if not row.retired
     ]
     live = [build for build in found if build.live]
     if len(live) != 1:
@@ -147,21 +164,25 @@ def read_builds(conn: Connection) -> Builds:
             "read is not known (docs/operations.md, 'A damaged store')"
         )
     building = [build for build in found if not build.live]
-    return Builds(live=live[0], building=building[-1] if building else None)
+    return Builds(
+        live=live[0],
+        building=building[-1] if building else None,
+        retired=tuple(int(row.build) for row in rows if row.retired),
+    )
 
 
 def start_build(
     conn: Connection, tables: Sequence[Table], versions: dict[str, int], head: int
 ) -> None:
     """Create the next build's tables (``tables``: the stable ones) beside the live build's,
-    to be filled from seq 0; a build left unfinished is dropped first (a newer upgrade
+    to be filled from seq 0; a build left unfinished is retired first (a newer upgrade
     supersedes it)."""
     builds = read_builds(conn)
-    # Numbers only grow, so a table name never stands for two builds.
+    # Numbers only grow (a retired build keeps its row until its tables are gone), so a table
+    # name never stands for two builds.
     number = int(conn.execute(select(func.max(view_builds.c.build))).scalar_one()) + 1
     if builds.building is not None:
-        _drop_build_tables(conn, (t.name for t in tables), builds.building.build)
-        conn.execute(delete(view_builds).where(view_builds.c.build == builds.building.build))
+        _retire(conn, builds.building.build)
     for table in build_tables(tables, number):
         table.create(conn)
     conn.execute(
@@ -181,8 +202,9 @@ def write_build_seq(conn: Connection, build: int, seq: int) -> None:
 
 
 def swap_in(conn: Connection, tables: Sequence[Table], builds: Builds) -> None:
-    """Make the build being built the live one: the stable names show its tables, the old
-    build's tables are dropped. ``tables``: the stable ones."""
+    """Make the build being built the live one: the stable names show its tables, and the old
+    build is retired (its tables are dropped later, ``drop_retired_step``). ``tables``: the
+    stable ones."""
     building = builds.building
     assert building is not None
     if conn.dialect.name == "postgresql":
@@ -191,13 +213,62 @@ def swap_in(conn: Connection, tables: Sequence[Table], builds: Builds) -> None:
         # again (its transaction, the build's last page with it, rolls back).
         conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT_MS}ms'")
     show_build(conn, (t.name for t in tables), building.build)
-    _drop_build_tables(conn, (t.name for t in tables), builds.live.build)
-    conn.execute(delete(view_builds).where(view_builds.c.build == builds.live.build))
+    _retire(conn, builds.live.build)
     conn.execute(
         update(view_builds)
         .where(view_builds.c.build == building.build)
         .values(live=True, until_seq=None)
     )
+
+
+def _retire(conn: Connection, build: int) -> None:
+    conn.execute(
+        update(view_builds).where(view_builds.c.build == build).values(live=False, retired=True)
+    )
+
+
+def drop_retired_step(
+    conn: Connection, names: Iterable[str], build: int, *, rows: int = RETIRED_ROWS_PER_STEP
+) -> bool:
+    """One short step of dropping retired ``build``'s tables (``names``: the stable ones), in
+    the caller's write transaction; True when they are gone and its row with them.
+
+    On SQLite a write transaction holds the database's one write lock, which the appends
+    share, and dropping a table frees each of its pages: a step drops one index, or deletes
+    at most ``rows`` rows of one table (in rowid order, so its pages are freed whole), or
+    drops a table already emptied. On PostgreSQL dropping a table unlinks its files, and one
+    step drops them all (waiting for readers of the old tables at most the swap's lock
+    timeout)."""
+    left = [table_name(name, build) for name in names]
+    left = [name for name in left if inspect(conn).has_table(name)]
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT_MS}ms'")
+        for name in left:
+            conn.exec_driver_sql(f'DROP TABLE "{name}"')
+    elif left:
+        _sqlite_drop_step(conn, left[0], rows)
+        return False
+    conn.execute(delete(view_builds).where(view_builds.c.build == build, view_builds.c.retired))
+    return True
+
+
+def _sqlite_drop_step(conn: Connection, name: str, rows: int) -> None:
+    # Indexes first: a row deleted from a table with indexes is deleted from each of them too,
+    # at its key's place. The indexes SQLite made for a key (``sql`` NULL) go with the table.
+    index = conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+        "AND sql IS NOT NULL LIMIT 1",
+        (name,),
+    ).scalar()
+    if index is not None:
+        conn.exec_driver_sql(f'DROP INDEX "{index}"')
+        return
+    deleted = conn.exec_driver_sql(
+        f'DELETE FROM "{name}" WHERE rowid IN '
+        f'(SELECT rowid FROM "{name}" ORDER BY rowid LIMIT {int(rows)})'
+    ).rowcount
+    if deleted < rows:
+        conn.exec_driver_sql(f'DROP TABLE "{name}"')
 
 
 def is_lock_timeout(exc: DBAPIError) -> bool:
@@ -249,8 +320,3 @@ def _replace_postgres_view(conn: Connection, name: str, physical: str) -> None:
     ordered = old + [column for column in new if column not in old]
     columns = ", ".join(f'"{column}"' for column in ordered)
     conn.exec_driver_sql(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM "{physical}"')
-
-
-def _drop_build_tables(conn: Connection, names: Iterable[str], build: int) -> None:
-    for name in names:
-        conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{table_name(name, build)}"')

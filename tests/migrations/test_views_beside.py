@@ -143,8 +143,36 @@ async def _upgraded_with_a_build(url: str, *, other_columns: bool = False) -> _B
     return before
 
 
+async def _old_build_dropped(url: str, old: int) -> None:
+    """The build a swap retired keeps its tables, for the follower to drop later in steps of
+    their own (a few rows each here: every table takes several), then its row goes."""
+    builds = await run_committed(url, read_builds)
+    assert builds.retired == (old,)
+    tables, _ = await run_committed(url, _relations)
+    assert {table_name(name, old) for name in VIEW_TABLES} <= tables
+    store = await _opened(url)
+    try:
+        follower = views_follower(store, retired_rows=2)
+        steps = 0
+        while not await follower.drop_retired_step(old):
+            steps += 1
+            # Reads go on from the new build meanwhile.
+            assert await store.read_sync(_call_rows) > 0
+        if url.startswith("sqlite"):
+            assert steps > len(VIEW_TABLES)
+        else:  # PostgreSQL unlinks a dropped table's files: one step drops them all
+            assert steps == 0
+    finally:
+        await store.close()
+    assert (await run_committed(url, read_builds)).retired == ()
+    tables, _ = await run_committed(url, _relations)
+    assert not {table_name(name, old) for name in VIEW_TABLES} & tables
+
+
 async def _swapped_in(url: str, before: _Before, appended: int) -> None:
-    """After the swap: the same records, the new build's rows, the old tables gone."""
+    """After the swap: the same records, the new build's rows, the old build retired, then
+    its tables dropped."""
+    await _old_build_dropped(url, FIRST_BUILD)
     store = await _opened(url)
     try:
         await Freshness(store, NAMES, bound_s=0.2).wait_for_rollout("fresh")
@@ -156,8 +184,7 @@ async def _swapped_in(url: str, before: _Before, appended: int) -> None:
         await store.close()
     builds = await run_committed(url, read_builds)
     assert builds.live.build == 2 and builds.building is None
-    tables, views = await run_committed(url, _relations)
-    assert not {f"{name}_b1" for name in VIEW_TABLES} & tables
+    _, views = await run_committed(url, _relations)
     assert set(VIEW_TABLES) <= views
     versions = await run_committed(
         url,
@@ -261,14 +288,45 @@ async def test_a_newer_upgrade_supersedes_a_build_that_has_not_finished(
     assert builds.live.build == 1
     assert builds.building is not None and builds.building.build == 3
     assert builds.building.versions == {"capture_calls": 1, "observations": 3}
-    tables, _ = await run_committed(url, _relations)
-    assert not {f"{name}_b2" for name in VIEW_TABLES} & tables
+    # The superseded build is retired: the follower drops its tables, then the swap's.
+    assert builds.retired == (2,)
     store = await _opened(url)
     try:
         await views_follower(store).catch_up()
     finally:
         await store.close()
-    assert (await run_committed(url, read_builds)).live.build == 3
+    builds = await run_committed(url, read_builds)
+    assert builds.live.build == 3 and builds.retired == ()
+    tables, _ = await run_committed(url, _relations)
+    assert not {table_name(name, build) for name in VIEW_TABLES for build in (1, 2)} & tables
+    assert await verify_differences(url) == []
+
+
+async def test_the_running_follower_drops_a_retired_build_while_appends_go_on(
+    database_url: str,
+) -> None:
+    url = database_url
+    await _upgraded_with_a_build(url)
+    store = await _opened(url)
+    try:
+        captures = CaptureService(store)
+        follower = views_follower(store, retired_rows=2, retired_turn_s=0)
+        await follower.start()
+        deadline = time.monotonic() + 60
+        appended = 0
+        while (builds := await store.read_sync(read_builds)).building or builds.retired:
+            assert time.monotonic() < deadline, f"not dropped: {builds}"
+            await captures.append("fresh", chat_exchange(model_call_id=f"f{appended}"))
+            appended += 1
+        assert appended > 0
+        await Freshness(store, NAMES, bound_s=5).wait_for_rollout("fresh")
+        await follower.stop()
+        assert await store.read_sync(_call_rows) == 9 + appended
+    finally:
+        await store.close()
+    assert builds.live.build == 2
+    tables, _ = await run_committed(url, _relations)
+    assert not {table_name(name, FIRST_BUILD) for name in VIEW_TABLES} & tables
     assert await verify_differences(url) == []
 
 
