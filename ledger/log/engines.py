@@ -74,6 +74,7 @@ def _install_sqlite_hooks(
     synchronous: Synchronous,
     busy_timeout_ms: int,
     query_only: bool,
+    checkpoints_elsewhere: bool = False,
 ) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -96,6 +97,10 @@ def _install_sqlite_hooks(
             # FULL: a commit survives power loss; NORMAL may lose the last commits, never corrupt.
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
             cursor.execute("PRAGMA foreign_keys = ON")
+            if checkpoints_elsewhere:
+                # A commit would copy the WAL into the file while the writer lock is held: the
+                # writer's runner checkpoints after the batch instead (wal_checkpoints.py).
+                cursor.execute("PRAGMA wal_autocheckpoint = 0")
             if query_only:
                 cursor.execute("PRAGMA query_only = ON")
         finally:
@@ -113,6 +118,7 @@ def _sqlite_sync_engine(
     busy_timeout_ms: int,
     pool_size: int,
     read_only: bool,
+    checkpoints_elsewhere: bool = False,
 ) -> Engine:
     engine = create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
@@ -126,6 +132,7 @@ def _sqlite_sync_engine(
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
         query_only=read_only,
+        checkpoints_elsewhere=checkpoints_elsewhere,
     )
     return engine
 
@@ -133,13 +140,15 @@ def _sqlite_sync_engine(
 def create_sqlite_writer_engine(
     url: str | URL, *, synchronous: Synchronous, busy_timeout_ms: int
 ) -> Engine:
-    """A synchronous pysqlite engine with exactly one connection, used from one thread."""
+    """A synchronous pysqlite engine with exactly one connection, used from one thread. Its
+    commits do not checkpoint the WAL: its runner does, after a batch (wal_checkpoints.py)."""
     return _sqlite_sync_engine(
         url,
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
         pool_size=1,
         read_only=False,
+        checkpoints_elsewhere=True,
     )
 
 

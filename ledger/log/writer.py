@@ -36,6 +36,7 @@ from ledger.log.projector import Projector
 from ledger.log.rollout_cache import RolloutCache
 from ledger.log.savepoints import CommandSavepoints
 from ledger.log.transaction import WriteTransaction, read_head
+from ledger.log.wal_checkpoints import WalCheckpoints
 from ledger.log.writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,19 @@ class SQLiteRunner:
     (as an async driver does) would cost far more than the SQL itself.
     """
 
-    def __init__(self, engine: Engine, lock: WriterLock | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        lock: WriterLock | None = None,
+        checkpoints: WalCheckpoints | None = None,
+    ) -> None:
+        """``engine``: a writer engine (engines.py), whose commits leave the WAL's checkpoints
+        to ``checkpoints``: run after a batch, once the lock is released and the batch's callers
+        are answered (wal_checkpoints.py)."""
         self._engine = engine
         # Taken around each batch when the database is a file (see writer_lock.py).
         self._lock = lock
+        self._checkpoints = checkpoints or WalCheckpoints()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
 
     def _run_sync(self, fn: Callable[[Connection], T]) -> T:
@@ -85,7 +95,12 @@ class SQLiteRunner:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run_sync, fn)
+        try:
+            return await loop.run_in_executor(self._executor, self._run_sync, fn)
+        finally:
+            if self._checkpoints.due():
+                # Not awaited: the writer's thread runs it before the next batch.
+                self._executor.submit(self._checkpoints.run, self._engine)
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,0 +1,90 @@
+"""A SQLite writer's commits do not checkpoint the WAL; its runner does, after each batch and
+outside the writer lock (log/wal_checkpoints.py), so the WAL still starts over from its
+beginning and stays small under a writer alone."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ledger.app.areas import default_catalogue, write_side_projectors
+from ledger.log import migrate
+from ledger.log.engines import create_sqlite_writer_engine, sqlite_path
+from ledger.log.events import EventType
+from ledger.log.transaction import WriteTransaction
+from ledger.log.wal_checkpoints import WalCheckpoints
+from ledger.log.writer import SQLiteRunner, Writer
+from ledger.log.writer_lock import WriterLock
+from tests.support.databases import sqlite_url
+
+
+class Note(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+NOTE = EventType("test.note", Note)
+BATCHES = 60
+NOTES_PER_BATCH = 40
+NOTE_BYTES = 2000
+PAYLOAD_BYTES = BATCHES * NOTES_PER_BATCH * NOTE_BYTES
+
+
+async def _write(url: str, checkpoints: WalCheckpoints) -> int:
+    """``PAYLOAD_BYTES`` of notes in ``BATCHES`` batches, one after another: the WAL's size."""
+    engine = create_sqlite_writer_engine(url, synchronous="NORMAL", busy_timeout_ms=5000)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    runner = SQLiteRunner(engine, WriterLock(sqlite_path(url)), checkpoints)
+    writer = Writer(
+        runner,
+        default_catalogue([NOTE]),
+        write_side_projectors(),
+        advisory_lock=False,
+        max_batch=512,
+        max_batch_bytes=1 << 24,
+    )
+
+    def notes(batch: int) -> object:
+        def command(tx: WriteTransaction) -> None:
+            for n in range(NOTES_PER_BATCH):
+                text = f"{batch}-{n}-".ljust(NOTE_BYTES, "x")
+                tx.append("test.note", {"text": text}, rollout_id=f"r{batch}")
+
+        return command
+
+    await writer.start()
+    try:
+        for batch in range(BATCHES):
+            await writer.execute(notes(batch))  # type: ignore[arg-type]
+        return os.stat(sqlite_path(url) + "-wal").st_size
+    finally:
+        await writer.stop()
+
+
+async def test_the_runner_checkpoints_after_each_batch_and_the_wal_starts_over(
+    tmp_path: Path,
+) -> None:
+    url = sqlite_url(tmp_path / "a")
+    await migrate.upgrade(url)
+    checkpoints = WalCheckpoints(min_interval_s=0)
+    wal_bytes = await _write(url, checkpoints)
+    assert checkpoints.runs >= BATCHES - 1
+    # The last checkpoint copied every frame of the WAL: nothing was reading it.
+    assert checkpoints.last is not None
+    busy, frames, copied = checkpoints.last
+    assert busy == 0 and frames == copied
+    assert wal_bytes < PAYLOAD_BYTES / 10, (wal_bytes, PAYLOAD_BYTES)
+
+
+async def test_with_no_checkpoint_due_the_wal_holds_every_commit(tmp_path: Path) -> None:
+    """The same writes with checkpoints never due: the commits themselves copy nothing."""
+    url = sqlite_url(tmp_path / "b")
+    await migrate.upgrade(url)
+    checkpoints = WalCheckpoints(min_interval_s=math.inf)
+    wal_bytes = await _write(url, checkpoints)
+    assert checkpoints.runs == 0
+    assert wal_bytes > PAYLOAD_BYTES, (wal_bytes, PAYLOAD_BYTES)
