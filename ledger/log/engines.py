@@ -65,6 +65,8 @@ def async_url(url: str | URL) -> URL:
 
 
 PAGE_SIZE = 8192
+# What a writer cuts the WAL file back to when the WAL starts over (``journal_size_limit``).
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 def _install_sqlite_hooks(
@@ -74,7 +76,7 @@ def _install_sqlite_hooks(
     synchronous: Synchronous,
     busy_timeout_ms: int,
     query_only: bool,
-    checkpoints_elsewhere: bool = False,
+    writer: bool = False,
 ) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -97,10 +99,14 @@ def _install_sqlite_hooks(
             # FULL: a commit survives power loss; NORMAL may lose the last commits, never corrupt.
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
             cursor.execute("PRAGMA foreign_keys = ON")
-            if checkpoints_elsewhere:
+            if writer:
                 # A commit would copy the WAL into the file while the writer lock is held: the
                 # writer's runner checkpoints after the batch instead (wal_checkpoints.py).
                 cursor.execute("PRAGMA wal_autocheckpoint = 0")
+                # The WAL file keeps the largest size it reached (readers kept it from starting
+                # over during a build of the views, say) unless it is cut back when it next
+                # starts over, which the writer's transaction does.
+                cursor.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             if query_only:
                 cursor.execute("PRAGMA query_only = ON")
         finally:
@@ -118,7 +124,7 @@ def _sqlite_sync_engine(
     busy_timeout_ms: int,
     pool_size: int,
     read_only: bool,
-    checkpoints_elsewhere: bool = False,
+    writer: bool = False,
 ) -> Engine:
     engine = create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
@@ -132,7 +138,7 @@ def _sqlite_sync_engine(
         synchronous=synchronous,
         busy_timeout_ms=busy_timeout_ms,
         query_only=read_only,
-        checkpoints_elsewhere=checkpoints_elsewhere,
+        writer=writer,
     )
     return engine
 
@@ -148,7 +154,7 @@ def create_sqlite_writer_engine(
         busy_timeout_ms=busy_timeout_ms,
         pool_size=1,
         read_only=False,
-        checkpoints_elsewhere=True,
+        writer=True,
     )
 
 

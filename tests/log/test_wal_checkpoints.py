@@ -1,17 +1,20 @@
 """A SQLite writer's commits do not checkpoint the WAL; its runner does, after each batch and
 outside the writer lock (log/wal_checkpoints.py), so the WAL still starts over from its
-beginning and stays small under a writer alone."""
+beginning and stays small under a writer alone; when it starts over, a file that readers had
+let grow is cut back."""
 
 from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel, ConfigDict
 
 from ledger.app.areas import default_catalogue, write_side_projectors
-from ledger.log import migrate
+from ledger.log import engines, migrate
 from ledger.log.engines import create_sqlite_writer_engine, sqlite_path
 from ledger.log.events import EventType
 from ledger.log.transaction import WriteTransaction
@@ -88,3 +91,31 @@ async def test_with_no_checkpoint_due_the_wal_holds_every_commit(tmp_path: Path)
     wal_bytes = await _write(url, checkpoints)
     assert checkpoints.runs == 0
     assert wal_bytes > PAYLOAD_BYTES, (wal_bytes, PAYLOAD_BYTES)
+
+
+async def test_a_wal_that_readers_let_grow_is_cut_back_when_it_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engines, "WAL_SIZE_LIMIT", 256 * 1024)
+    url = sqlite_url(tmp_path)
+    await migrate.upgrade(url)
+    # The last connection to close would checkpoint and remove the WAL: one stays open (a
+    # connection opens the file at its first statement).
+    idle = sqlite3.connect(sqlite_path(url), isolation_level=None)
+    try:
+        idle.execute("SELECT count(*) FROM events").fetchone()
+        # A reader's snapshot of the file keeps every checkpoint from copying anything back.
+        reader = sqlite3.connect(sqlite_path(url), isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM events").fetchone()
+            grown = await _write(url, WalCheckpoints(min_interval_s=0))
+        finally:
+            reader.close()
+        assert grown > PAYLOAD_BYTES, grown
+        # Without it, the first checkpoint copies the whole WAL back, and the next transaction
+        # starts it over and cuts the file back to the limit.
+        after = await _write(url, WalCheckpoints(min_interval_s=0))
+        assert after < 1024 * 1024, (grown, after)
+    finally:
+        idle.close()
