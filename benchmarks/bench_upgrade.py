@@ -5,12 +5,15 @@ views followed to the head in process (timed: the projector's catch-up from empt
 process), then the observations view marked stale, as a release that changed its code finds
 it. Then ``ledger serve --upgrade`` starts (SQLite, its projector process) and 16 clients
 append single captures from the moment it answers ``/healthz`` until the views have caught up,
-then for ``--idle-s`` more seconds. Printed: how long until the server answered, until the new
-version of the views had caught up (it then serves every read), the appends acknowledged and
-failed, and the ack latencies while the views were rebuilt beside those of the same clients on
-the same server once they had caught up (the same run's idle figure), and what one reader got
-while the views were rebuilt: the record of a rollout written before the upgrade, read again and
-again (status and latency; the live views answer it since the views are built beside them).
+then while the old build's tables are dropped (the projector drops them after the swap, a step
+at a time), then for ``--idle-s`` more seconds. Printed: how long until the server answered,
+until the new version of the views had caught up (it then serves every read), until the old
+build's tables were gone, the largest size of the WAL seen, the appends acknowledged and
+failed, and the ack latencies in each phase: while the views were rebuilt, while the old build
+was dropped, and of the same clients on the same server after (the same run's idle figure); and
+what one reader got while the views were rebuilt: the record of a rollout written before the
+upgrade, read again and again (status and latency; the live views answer it since the views are
+built beside them).
 
 The code before issue 27 step 5 rebuilt every projection under the writer's lock before it
 served: run this file from a checkout of it to compare (docs/benchmarks.md does, alternated).

@@ -20,7 +20,9 @@ beside it, the follower also applies the log to that build, from its own checkpo
 step that brings it to the head swaps it in, in the same transaction. Meanwhile it keeps the
 live build current too, taking turns with the build, when the live tables have the columns the
 running code writes (an upgrade that changed only what the views derive) and are ahead of the
-build; otherwise the live build is left as it was until the swap.
+build; otherwise the live build is left as it was until the swap. The swap retires the old
+build, whose tables the follower then drops a short step at a time (``drop_retired_step``):
+back to back when the views are at the head, between their pages otherwise.
 
 It runs in the projector process ``ledger serve`` starts (``ledger project``; projector.py of
 the app), or as a task of the serving process (``LEDGER_PROJECTOR=in-server``), and on demand

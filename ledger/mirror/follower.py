@@ -3,9 +3,11 @@
 Crash safety: the checkpoint (in the database) says every event up to it is in the files. Events
 after it may be half-applied when the process dies (a line appended, the checkpoint not yet
 advanced). So on every start, and after any error, the follower first rewrites from the database
-every rollout touched by an event after the checkpoint, in one snapshot at head H, and sets the
-checkpoint to H; only then does it tail from H. Whatever moment the kill came, the files end up
-exactly as the database says: no line missing, none doubled.
+every rollout touched by an event after the checkpoint, until the files agree with the database
+at a head H (sync.py's ``catch_up_files``: a page of rollouts a snapshot, the ones touched
+meanwhile again from a last one), and sets the checkpoint to H; only then does it tail from H.
+Whatever moment the kill came, the files end up exactly as the database says: no line missing,
+none doubled.
 """
 
 from __future__ import annotations
@@ -27,13 +29,7 @@ from ledger.mirror.base import MirrorArea
 from ledger.mirror.checkpoint import load_checkpoint, write_checkpoint
 from ledger.mirror.election import Election
 from ledger.mirror.files import PageFiles
-from ledger.mirror.sync import (
-    area_directory,
-    fsync_parents,
-    rebuild_mirror,
-    rewrite_touched,
-    snapshot,
-)
+from ledger.mirror.sync import area_directory, catch_up_files, fsync_parents, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -129,26 +125,30 @@ class MirrorFollower:
     async def _recover(self) -> None:
         async with snapshot(self._store.read_engine) as conn:
             saved = await load_checkpoint(conn)
-            checkpoint = saved.seq
             head = await head_seq(conn)
-            if not saved.trusted:
-                # A checkpoint of another epoch (the database was restored from a backup):
-                # its seq may name other events, and files of rollouts the log no longer has
-                # may be there. Every file is rewritten and every other file removed.
-                log.warning("mirror: checkpoint of another epoch of the log; rebuilding")
-                rebuilt = await rebuild_mirror(conn, self._mirror_dir, self._areas)
-                log.info("mirror: rebuilt %d rollouts (head %d)", rebuilt.rollouts, head)
-                checkpoint = -1  # saved below, in this epoch
-            elif head > checkpoint:
-                rewritten = await rewrite_touched(
-                    conn, self._mirror_dir, self._areas, after=checkpoint, upto=head
-                )
-                log.info(
-                    "mirror: rewrote %d rollouts touched after seq %d (head %d)",
-                    rewritten,
-                    checkpoint,
-                    head,
-                )
+        checkpoint = saved.seq
+        if not saved.trusted:
+            # A checkpoint of another epoch (the database was restored from a backup): its
+            # seq may name other events, and files of rollouts the log no longer has may be
+            # there. Every file is rewritten and every other file removed.
+            log.warning("mirror: checkpoint of another epoch of the log; rebuilding")
+            rebuilt = await catch_up_files(
+                self._store.read_engine, self._mirror_dir, self._areas, after=None
+            )
+            head = rebuilt.head
+            log.info("mirror: rebuilt %d rollouts (head %d)", rebuilt.rollouts, head)
+            checkpoint = -1  # saved below, in this epoch
+        elif head > checkpoint:
+            rewritten = await catch_up_files(
+                self._store.read_engine, self._mirror_dir, self._areas, after=checkpoint
+            )
+            head = rewritten.head
+            log.info(
+                "mirror: rewrote %d rollouts touched after seq %d (head %d)",
+                rewritten.rollouts,
+                checkpoint,
+                head,
+            )
         for area in self._areas:
             make_private_dir(area_directory(self._mirror_dir, area))
         if head != checkpoint:

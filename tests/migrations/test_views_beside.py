@@ -22,6 +22,8 @@ from ledger.app.bootstrap import upgrade_database
 from ledger.areas.captures.calls_view import CaptureCallsView
 from ledger.areas.captures.service import CaptureService
 from ledger.areas.captures.tables import capture_calls
+from ledger.areas.health.follower import HealthFollower
+from ledger.areas.health.tables import health_findings
 from ledger.areas.observations.projection import ObservationsProjector
 from ledger.areas.observations.queries import read_record_text_sync
 from ledger.log import migrate
@@ -75,6 +77,10 @@ async def _write_and_follow(url: str) -> None:
 
 def _records(conn: Connection) -> dict[str, str | None]:
     return {rollout: read_record_text_sync(conn, rollout) for rollout in ROLLOUTS}
+
+
+def _findings(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(health_findings)).scalar_one())
 
 
 def _call_rows(conn: Connection) -> int:
@@ -328,6 +334,30 @@ async def test_the_running_follower_drops_a_retired_build_while_appends_go_on(
     tables, _ = await run_committed(url, _relations)
     assert not {table_name(name, FIRST_BUILD) for name in VIEW_TABLES} & tables
     assert await verify_differences(url) == []
+
+
+async def test_the_health_follower_waits_while_the_views_are_built(database_url: str) -> None:
+    """What it would check during a build is emptied at the swap: its serving loop waits for
+    the swap, then checks the new build's records."""
+    url = database_url
+    await _upgraded_with_a_build(url)  # no findings yet: three records to check
+    store = await _opened(url)
+    health = HealthFollower(store, poll_seconds=0.01, settle_seconds=0, build_poll_seconds=0.01)
+    try:
+        await health.start()
+        deadline = time.monotonic() + 30
+        while health.waits_for_builds < 3:
+            assert time.monotonic() < deadline, "the health follower did not wait for the build"
+            await asyncio.sleep(0.01)  # poll
+        assert health.checked == 0
+        await views_follower(store).catch_up()  # the build is swapped in
+        while health.checked < len(ROLLOUTS):
+            assert time.monotonic() < deadline, f"checked {health.checked} records"
+            await asyncio.sleep(0.01)  # poll
+    finally:
+        await health.stop()
+        await store.close()
+    assert await run_committed(url, _findings) == len(ROLLOUTS)
 
 
 async def test_a_build_of_an_empty_log_is_swapped_in(database_url: str) -> None:

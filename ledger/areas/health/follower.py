@@ -13,6 +13,13 @@ what they say.
 
 On start it resumes from the highest ``last_seq`` stored (pages are written in ``last_seq``
 order, one transaction each) and drops the rows of deleted rollouts.
+
+While an upgrade builds the views beside the live ones (log/view_builds.py) the serving loop
+waits: the swap empties the findings, computed from the live build's records, and the follower
+then checks every record of the new build, so what it would check meanwhile is thrown away, and
+the build took a share of the projector process it now keeps. Reads stay right meanwhile (a
+record whose row is missing or older is checked by its reader); the verdict gauges stay as they
+were when the build started.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from ledger.areas.health import findings_store
 from ledger.areas.health.queries import snapshot
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
+from ledger.log.view_builds import read_builds
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,9 @@ log = logging.getLogger(__name__)
 IDLE_PER_WORK = 4.0
 # How long a record must be unchanged before the serving loop checks it (SettledHead).
 SETTLE_S = 1.0
+# While the views are being built beside the live ones, how often the serving loop looks
+# whether the build has been swapped in.
+BUILD_POLL_S = 1.0
 
 
 class SettledHead:
@@ -94,6 +105,7 @@ class HealthFollower:
         report_seconds: float = 5.0,
         stop_seconds: float = 10.0,
         settle_seconds: float = SETTLE_S,
+        build_poll_seconds: float = BUILD_POLL_S,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -102,12 +114,14 @@ class HealthFollower:
         self._retry_seconds = retry_seconds
         self._report_seconds = report_seconds
         self._stop_seconds = stop_seconds
+        self._build_poll_seconds = build_poll_seconds
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._high_water: int | None = None
         self._reported_at = 0.0
         self._unreported = True
         self.checked = 0  # records checked since start (tests, benchmarks)
+        self.waits_for_builds = 0  # turns the serving loop waited for a build (tests)
         self._heads = SettledHead(settle_seconds)
 
     async def start(self) -> None:
@@ -207,9 +221,16 @@ class HealthFollower:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
+    async def _building(self) -> bool:
+        return await self._store.read_sync(lambda conn: read_builds(conn).building is not None)
+
     async def _run(self) -> None:
         while not self._stopping.is_set():
             try:
+                if await self._building():
+                    self.waits_for_builds += 1
+                    await self._pause(self._build_poll_seconds)
+                    continue
                 started = time.monotonic()
                 checked = await self.step(upto_seq=self._heads.settled(started))
                 worked = time.monotonic() - started
