@@ -37,6 +37,9 @@ class ScriptedFollower(HealthFollower):
     async def report(self) -> None:
         pass
 
+    async def _building(self) -> bool:
+        return False  # no build of the views runs beside the live ones
+
     async def _pause(self, seconds: float) -> None:
         self.log.append(("pause", seconds))
 
