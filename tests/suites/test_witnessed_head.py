@@ -183,18 +183,37 @@ def test_a_deleted_last_event_is_a_lost_tail(store: Store) -> None:
     assert f"event {last} is missing (lost tail)" in verified.stdout, verified.stdout
 
 
+# A reader in a process of its own: its snapshot keeps every checkpoint from copying what was
+# committed after it into the database file.
+_READER = (
+    "import sqlite3, sys, time\n"
+    "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "conn.execute('BEGIN')\n"
+    "conn.execute('SELECT count(*) FROM events').fetchone()\n"
+    "print('reading', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
 def test_a_truncated_wal_loses_acknowledged_events_and_is_refused(sqlite_store: Store) -> None:
     with sqlite_store.server() as server:
         first = _append_rows(server.base_url, "wal-r0", 20)
-    # The clean stop checkpointed the WAL into the database file: what follows lives only in
-    # the WAL when the server is killed.
+    database = Path(sqlite_store.url.split("///", 1)[1])
+    # The clean stop checkpointed the WAL into the database file. What follows lives only in
+    # the WAL when the server and the reader are killed: the writer checkpoints after its
+    # batches, but not past the reader's snapshot.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER, str(database)], stdout=subprocess.PIPE, text=True
+    )
     server = sqlite_store.server().start()
     try:
+        assert reader.stdout is not None and reader.stdout.readline() == "reading\n"
         last = _append_rows(server.base_url, "wal-r1", 30)
         _checkpoint_reaches(server.base_url, last)
     finally:
         server.kill()
-    database = Path(sqlite_store.url.split("///", 1)[1])
+        reader.kill()
+        reader.communicate()
     wal = database.with_name(database.name + "-wal")
     assert wal.stat().st_size > 0
     os.truncate(wal, 0)
