@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -39,7 +38,7 @@ from ledger.log.engines import Synchronous, create_async_db_engine
 from ledger.log.errors import UnsafeConfiguration
 from ledger.log.freshness import Freshness
 from ledger.log.integrity import store_problems
-from ledger.log.private_files import make_private_dir
+from ledger.log.private_files import make_private_dir, publish_private_file
 from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.projector import Projector
 from ledger.log.rebuild import (
@@ -67,20 +66,17 @@ def ensure_control_token(settings: Settings) -> str:
     if settings.control_token is not None:
         return settings.control_token.get_secret_value()
     path = settings.data_dir / CONTROL_TOKEN_FILE
-    make_private_dir(settings.data_dir)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        token = path.read_text().strip()
-        if token:
+    if not path.exists():
+        token = secrets.token_urlsafe(32)
+        if publish_private_file(path, (token + "\n").encode()):
+            log.warning(
+                "created a control token in %s (mode 0600); control routes require it", path
+            )
             return token
-        raise UnsafeConfiguration(
-            f"control token file {path} is empty; delete it to regenerate"
-        ) from None
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_urlsafe(32) + "\n")
-    log.warning("created a control token in %s (mode 0600); control routes require it", path)
-    return path.read_text().strip()
+    token = path.read_text().strip()
+    if not token:
+        raise UnsafeConfiguration(f"control token file {path} is empty; delete it to regenerate")
+    return token
 
 
 def control_token_path(settings: Settings) -> Path:

@@ -3,7 +3,6 @@ given by the operator (``LEDGER_CHECKPOINT_KEY_FILE``), like the control token."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -17,7 +16,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from ledger.log.checkpoints import MalformedCheckpoint, public_key_from_text
 from ledger.log.errors import UnsafeConfiguration
-from ledger.log.private_files import PRIVATE_FILE_MODE, make_private_dir
+from ledger.log.private_files import publish_private_file
 
 
 def _private_key_from_pem(path: Path, data: bytes) -> Ed25519PrivateKey:
@@ -34,17 +33,12 @@ def _private_key_from_pem(path: Path, data: bytes) -> Ed25519PrivateKey:
 
 def load_or_create_signing_key(path: Path) -> Ed25519PrivateKey:
     """The key in ``path``; a new one written there (0600, PKCS#8 PEM) when there is none."""
-    make_private_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        return _private_key_from_pem(path, path.read_bytes())
-    key = Ed25519PrivateKey.generate()
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return key
+    if not path.exists():
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        if publish_private_file(path, pem):
+            return key
+    return _private_key_from_pem(path, path.read_bytes())
 
 
 def load_signing_key(path: Path) -> Ed25519PrivateKey | None:
