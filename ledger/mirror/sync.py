@@ -75,14 +75,14 @@ async def catch_up_files(
     after: int | None,
 ) -> CaughtUp:
     """Make the files of every rollout touched by an event after ``after`` agree with the
-    database (``None``: of every rollout, and remove the files of none), without holding one
-    snapshot for all of them.
+    database (``None``: of every rollout, and remove the files that belong to no rollout),
+    without holding one snapshot for all of them.
 
     The head ``H0`` is read first; the rollouts are then rewritten ``RECOVERY_PAGE`` at a time,
     each page from a snapshot of its own, at or after ``H0``. A rollout not touched after ``H0``
     is the same in each of them; the ones touched since are rewritten once more, from one last
-    snapshot, whose head the files then agree with. One snapshot for the whole rewrite (at a
-    million events, minutes) kept SQLite from checkpointing the WAL all that time."""
+    snapshot, whose head the files then agree with. One snapshot for the whole rewrite kept
+    SQLite from checkpointing the WAL for as long as the rewrite took."""
     async with snapshot(engine) as conn:
         first_head = await head_seq(conn)
     known: dict[str, set[str]] = {area.name: set() for area in areas}
