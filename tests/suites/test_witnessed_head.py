@@ -191,7 +191,7 @@ _READER = (
     "conn.execute('BEGIN')\n"
     "conn.execute('SELECT count(*) FROM events').fetchone()\n"
     "print('reading', flush=True)\n"
-    "time.sleep(600)\n"
+    "time.sleep(600)  # poll: held until the test kills it\n"
 )
 
 
