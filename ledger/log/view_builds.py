@@ -234,11 +234,11 @@ def drop_retired_step(
     the caller's write transaction; True when they are gone and its row with them.
 
     On SQLite a write transaction holds the database's one write lock, which the appends
-    share, and dropping a table frees each of its pages: a step drops one index, or deletes
-    at most ``rows`` rows of one table (in rowid order, so its pages are freed whole), or
-    drops a table already emptied. On PostgreSQL dropping a table unlinks its files, and one
-    step drops them all (waiting for readers of the old tables at most the swap's lock
-    timeout)."""
+    share, and dropping a table frees each of its pages: a step deletes at most ``rows`` rows
+    of one table (in rowid order, so its pages are freed whole; its indexes' entries go with
+    them), or drops a table already emptied. On PostgreSQL dropping a table unlinks its
+    files, and one step drops them all (waiting for readers of the old tables at most the
+    swap's lock timeout)."""
     left = [table_name(name, build) for name in names]
     left = [name for name in left if inspect(conn).has_table(name)]
     if conn.dialect.name == "postgresql":
@@ -253,16 +253,10 @@ def drop_retired_step(
 
 
 def _sqlite_drop_step(conn: Connection, name: str, rows: int) -> None:
-    # Indexes first: a row deleted from a table with indexes is deleted from each of them too,
-    # at its key's place. The indexes SQLite made for a key (``sql`` NULL) go with the table.
-    index = conn.exec_driver_sql(
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-        "AND sql IS NOT NULL LIMIT 1",
-        (name,),
-    ).scalar()
-    if index is not None:
-        conn.exec_driver_sql(f'DROP INDEX "{index}"')
-        return
+    # Rows first, their indexes' entries with them: each step then frees a bounded share of
+    # every tree. Dropping an index or a table that still has rows visits each of its pages
+    # in one transaction, as long as the tree is large (decisions follow-the-log 33); once
+    # the table is empty, dropping it (its indexes with it) frees almost nothing.
     deleted = conn.exec_driver_sql(
         f'DELETE FROM "{name}" WHERE rowid IN '
         f'(SELECT rowid FROM "{name}" ORDER BY rowid LIMIT {int(rows)})'
