@@ -131,10 +131,13 @@ def build_store(
     settings: Settings,
     metrics: LedgerMetrics | None = None,
     projectors: Sequence[Projector] | None = None,
+    *,
+    wal_checkpoints: bool = True,
 ) -> LedgerStore:
     """The store for ``settings``. ``projectors`` defaults to the write side's projections (the
     views follow the log: ``build_projector``); a subset is for diagnostics only
-    (benchmarks/ingest_server.py): the missing projections go stale."""
+    (benchmarks/ingest_server.py): the missing projections go stale. ``wal_checkpoints``: see
+    ``LedgerStore``."""
     return LedgerStore(
         settings.resolved_database_url,
         default_catalogue(),
@@ -145,6 +148,7 @@ def build_store(
         max_batch_bytes=settings.writer_max_batch_bytes,
         metrics=metrics,
         read_only=settings.read_only,
+        wal_checkpoints=wal_checkpoints,
     )
 
 
@@ -152,7 +156,11 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
     make_private_dir(settings.data_dir)
     control_token = ensure_control_token(settings)
     metrics = LedgerMetrics()
-    store = build_store(settings, metrics, projectors)
+    # Beside a projector process, its writer copies the WAL back into the file (it writes
+    # whenever the log grows): this process's writer then spends its time on appends only.
+    store = build_store(
+        settings, metrics, projectors, wal_checkpoints=settings.projector == "in-server"
+    )
     await store.open()
     # Serving reads only (a store refused at start, kept readable): nothing writes, not even a
     # checkpoint, which would witness a damaged log as the truth.

@@ -47,6 +47,7 @@ from ledger.log.verify import ChecksAtEnd
 from ledger.log.view_builds import start_build
 from ledger.log.view_checkpoints import mark_build_running
 from ledger.log.view_failures import clear_failures
+from ledger.log.wal_checkpoints import WalCheckpoints
 from ledger.log.writer import APPEND_LOCK_KEY, AsyncEngineRunner, BatchRunner, SQLiteRunner
 from ledger.log.writer_lock import WriterLock
 
@@ -71,7 +72,7 @@ def _runner(url: str, *, synchronous: Synchronous, busy_timeout_ms: int) -> Batc
         engine = create_sqlite_writer_engine(
             url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
         )
-        return SQLiteRunner(engine, WriterLock(sqlite_path(url)))
+        return SQLiteRunner(engine, WriterLock(sqlite_path(url)), checkpoints=WalCheckpoints())
     return AsyncEngineRunner(create_async_db_engine(url, null_pool=True))
 
 

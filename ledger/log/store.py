@@ -25,6 +25,7 @@ from ledger.log.projector import Projector
 from ledger.log.records import Appended, NewEvent, RolloutState, StoredEvent
 from ledger.log.sync_reader import SyncReader
 from ledger.log.transaction import WriteTransaction, encode_payload
+from ledger.log.wal_checkpoints import WalCheckpoints
 from ledger.log.writer import (
     AsyncEngineRunner,
     BatchRunner,
@@ -52,7 +53,11 @@ class LedgerStore:
         metrics: WriterMetrics | None = None,
         read_pool_size: int = 5,
         read_only: bool = False,
+        wal_checkpoints: bool = True,
     ) -> None:
+        """``wal_checkpoints`` (SQLite): whether this store's writer copies the WAL back into
+        the file after its batches; a server with a projector process beside it leaves that to
+        the projector's writer, so that no append waits for a copy (wal_checkpoints.py)."""
         self.url = url
         # A store opened to serve reads only (``ledger serve --read-only``): no writer runs.
         self.read_only = read_only
@@ -72,6 +77,7 @@ class LedgerStore:
                     url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms
                 ),
                 WriterLock(sqlite_path(url)),
+                checkpoints=WalCheckpoints() if wal_checkpoints else None,
             )
         else:
             runner = AsyncEngineRunner(create_async_db_engine(url, pool_size=1))

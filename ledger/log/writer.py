@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger.log.commit_signal import CommitSignal
+from ledger.log.engines import sqlite_path
 from ledger.log.errors import (
     LedgerError,
     StorageDamaged,
@@ -37,6 +38,7 @@ from ledger.log.rollout_cache import RolloutCache
 from ledger.log.savepoints import CommandSavepoints
 from ledger.log.transaction import WriteTransaction, read_head
 from ledger.log.wal_checkpoints import WalCheckpoints
+from ledger.log.wal_size_limit import WalSizeLimit
 from ledger.log.writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
@@ -75,18 +77,23 @@ class SQLiteRunner:
         self,
         engine: Engine,
         lock: WriterLock | None = None,
-        checkpoints: WalCheckpoints | None = None,
+        *,
+        checkpoints: WalCheckpoints | None,
     ) -> None:
         """``engine``: a writer engine (engines.py), whose commits leave the WAL's checkpoints
-        to ``checkpoints``: run after a batch, once the lock is released and the batch's callers
-        are answered (wal_checkpoints.py)."""
+        to a runner: ``checkpoints`` runs them after a batch, once the lock is released and the
+        batch's callers are answered (wal_checkpoints.py); None leaves them to another
+        process's writer (a server's, to its projector's). The WAL file is cut back a step at a
+        time whichever writer starts it over (wal_size_limit.py)."""
         self._engine = engine
         # Taken around each batch when the database is a file (see writer_lock.py).
         self._lock = lock
-        self._checkpoints = checkpoints or WalCheckpoints()
+        self._checkpoints = checkpoints
+        self._wal_size_limit = WalSizeLimit(sqlite_path(engine.url) + "-wal")
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-writer")
 
     def _run_sync(self, fn: Callable[[Connection], T]) -> T:
+        self._wal_size_limit.apply(self._engine)
         if self._lock is None:
             with self._engine.connect() as conn:
                 return fn(conn)
@@ -98,9 +105,10 @@ class SQLiteRunner:
         try:
             return await loop.run_in_executor(self._executor, self._run_sync, fn)
         finally:
-            if self._checkpoints.due():
+            checkpoints = self._checkpoints
+            if checkpoints is not None and checkpoints.due():
                 # Not awaited: the writer's thread runs it before the next batch.
-                self._executor.submit(self._checkpoints.run, self._engine)
+                self._executor.submit(checkpoints.run, self._engine)
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()

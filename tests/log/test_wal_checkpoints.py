@@ -5,6 +5,7 @@ let grow is cut back."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sqlite3
@@ -14,7 +15,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from ledger.app.areas import default_catalogue, write_side_projectors
-from ledger.log import engines, migrate
+from ledger.log import engines, migrate, wal_size_limit
 from ledger.log.engines import create_sqlite_writer_engine, sqlite_path
 from ledger.log.events import EventType
 from ledger.log.transaction import WriteTransaction
@@ -38,10 +39,16 @@ PAYLOAD_BYTES = BATCHES * NOTES_PER_BATCH * NOTE_BYTES
 
 async def _write(url: str, checkpoints: WalCheckpoints) -> int:
     """``PAYLOAD_BYTES`` of notes in ``BATCHES`` batches, one after another: the WAL's size."""
+    return (await _write_batches(url, checkpoints))[-1]
+
+
+async def _write_batches(url: str, checkpoints: WalCheckpoints) -> list[int]:
+    """``_write``: the WAL's size after each batch."""
     engine = create_sqlite_writer_engine(url, synchronous="NORMAL", busy_timeout_ms=5000)
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
-    runner = SQLiteRunner(engine, WriterLock(sqlite_path(url)), checkpoints)
+    runner = SQLiteRunner(engine, WriterLock(sqlite_path(url)), checkpoints=checkpoints)
+    wal = sqlite_path(url) + "-wal"
     writer = Writer(
         runner,
         default_catalogue([NOTE]),
@@ -60,10 +67,12 @@ async def _write(url: str, checkpoints: WalCheckpoints) -> int:
         return command
 
     await writer.start()
+    sizes = []
     try:
         for batch in range(BATCHES):
             await writer.execute(notes(batch))  # type: ignore[arg-type]
-        return os.stat(sqlite_path(url) + "-wal").st_size
+            sizes.append(os.stat(wal).st_size)
+        return sizes
     finally:
         await writer.stop()
 
@@ -93,12 +102,9 @@ async def test_with_no_checkpoint_due_the_wal_holds_every_commit(tmp_path: Path)
     assert wal_bytes > PAYLOAD_BYTES, (wal_bytes, PAYLOAD_BYTES)
 
 
-async def test_a_wal_that_readers_let_grow_is_cut_back_when_it_starts_over(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(engines, "WAL_SIZE_LIMIT", 256 * 1024)
-    url = sqlite_url(tmp_path)
-    await migrate.upgrade(url)
+async def _grow_then_write(url: str) -> tuple[int, list[int]]:
+    """The WAL grown past ``PAYLOAD_BYTES`` under a reader's snapshot, then the same writes
+    again with the reader gone: the grown size, and the WAL's size after each batch since."""
     # The last connection to close would checkpoint and remove the WAL: one stays open (a
     # connection opens the file at its first statement).
     idle = sqlite3.connect(sqlite_path(url), isolation_level=None)
@@ -112,10 +118,39 @@ async def test_a_wal_that_readers_let_grow_is_cut_back_when_it_starts_over(
             grown = await _write(url, WalCheckpoints(min_interval_s=0))
         finally:
             reader.close()
-        assert grown > PAYLOAD_BYTES, grown
-        # Without it, the first checkpoint copies the whole WAL back, and the next transaction
-        # starts it over and cuts the file back to the limit.
-        after = await _write(url, WalCheckpoints(min_interval_s=0))
-        assert after < 1024 * 1024, (grown, after)
+        return grown, await _write_batches(url, WalCheckpoints(min_interval_s=0))
     finally:
         idle.close()
+
+
+async def test_a_wal_that_readers_let_grow_is_cut_back_when_it_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engines, "WAL_SIZE_LIMIT", 256 * 1024)
+    url = sqlite_url(tmp_path)
+    await migrate.upgrade(url)
+    grown, after = await _grow_then_write(url)
+    assert grown > PAYLOAD_BYTES, grown
+    # Without the reader, the first checkpoint copies the whole WAL back, and the next
+    # transaction starts it over and cuts the file back to the limit.
+    assert after[-1] < 1024 * 1024, (grown, after)
+
+
+async def test_a_large_wal_is_cut_back_a_step_each_time_it_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit that starts the WAL over gives back at most a step of the file (the plain
+    limit, in the test before, cuts it back at once), and the file still reaches the limit."""
+    monkeypatch.setattr(engines, "WAL_SIZE_LIMIT", 256 * 1024)
+    step = PAYLOAD_BYTES // 4
+    monkeypatch.setattr(wal_size_limit, "STEP", step)
+    url = sqlite_url(tmp_path)
+    await migrate.upgrade(url)
+    grown, after = await _grow_then_write(url)
+    assert grown > PAYLOAD_BYTES, grown
+    sizes = [grown, *after]
+    cuts = [before - later for before, later in itertools.pairwise(sizes)]
+    assert max(cuts) <= step, (step, sizes)
+    # It took several times starting over, and ends at the limit.
+    assert sum(cut > 0 for cut in cuts) >= 3, sizes
+    assert sizes[-1] < 1024 * 1024, sizes

@@ -27,6 +27,7 @@ from ledger.log.rollout_events import ROLLOUT_DELETED, ROLLOUT_RETIRED
 from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from ledger.log.verify import verify_chain, verify_projections
+from ledger.log.wal_checkpoints import WalCheckpoints
 from ledger.log.writer import AsyncEngineRunner, BatchRunner, SQLiteRunner, Writer
 from tests.support.databases import fresh_postgres_database, require_postgres, sqlite_url
 
@@ -137,7 +138,7 @@ def failing_commits(engine: Engine) -> Iterator[list[int]]:
 def writer_parts(database_url: str) -> tuple[BatchRunner, Engine]:
     if is_sqlite_url(database_url):
         engine = create_sqlite_writer_engine(database_url, synchronous="FULL", busy_timeout_ms=5000)
-        return SQLiteRunner(engine), engine
+        return SQLiteRunner(engine, checkpoints=WalCheckpoints()), engine
     async_engine = create_async_db_engine(database_url, pool_size=1)
     return AsyncEngineRunner(async_engine), async_engine.sync_engine
 
