@@ -9,13 +9,14 @@ projector's commits copied it, and one such copy was the longest wait an append 
 (docs/decisions.md, follow-the-log 29).
 
 So a writer's connection does not checkpoint in its commits (``wal_autocheckpoint = 0``,
-engines.py). Its runner (writer.py) runs a PASSIVE checkpoint on the same connection after a
-batch, once the lock is released and the batch's callers are answered, at most every
-``min_interval_s``: before the writer's next transaction, as SQLite's own would, so that one
-that copied the whole WAL still lets the next transaction start the WAL over from its
-beginning. PASSIVE copies what no reader still needs without waiting for readers, and other
-processes' writers go on meanwhile; one that finds another process's checkpoint running
-answers busy at once.
+engines.py). Its runner (writer.py), when it is given checkpoints (not a server's beside a
+projector process: the projector's writer copies the WAL back for both, docs/decisions.md
+follow-the-log 33), runs a PASSIVE checkpoint on the same connection after a batch, once the
+lock is released and the batch's callers are answered, at most every ``min_interval_s``:
+before the writer's next transaction, as SQLite's own would, so that one that copied the
+whole WAL still lets the next transaction start the WAL over from its beginning. PASSIVE
+copies what no reader still needs without waiting for readers, and other processes' writers
+go on meanwhile; one that finds another process's checkpoint running answers busy at once.
 """
 
 from __future__ import annotations
