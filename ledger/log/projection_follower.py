@@ -49,8 +49,6 @@ from ledger.log.projection_versions import record_versions
 from ledger.log.projector import Projector
 from ledger.log.records import StoredEvent
 from ledger.log.replay import EventDecoder, Replay
-from ledger.log.step_budget import BUDGET_S as STEP_BUDGET_S
-from ledger.log.step_budget import StepBudget
 from ledger.log.store import LedgerStore
 from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
@@ -76,13 +74,9 @@ from ledger.log.view_failures import (
 
 log = logging.getLogger(__name__)
 
-# Events per step at most: a step holds the log's write lock while it applies them (decoded
-# before), so a page is what an append may wait behind; under load a page is what fits the
-# step's time budget (step_budget.py), down to PAGE_EVENTS_LEAST.
+# Events per step: a step holds the log's write lock while it applies them (decoded before),
+# so a page is what an append may wait behind.
 PAGE_EVENTS = 500
-PAGE_EVENTS_LEAST = 20
-# The least rows a step deletes of a retired build's table, whatever its time budget.
-RETIRED_ROWS_LEAST = 100
 # How often an idle follower looks for events appended by another process.
 IDLE_POLL_S = 0.02
 RETRY_AFTER_FAILURE_S = 1.0
@@ -184,16 +178,13 @@ class ProjectionFollower:
         live_turn_s: float = LIVE_TURN_S,
         retired_turn_s: float = RETIRED_TURN_S,
         retired_rows: int = RETIRED_ROWS_PER_STEP,
-        step_budget_s: float = STEP_BUDGET_S,
     ) -> None:
         """``views_of(build)``: fresh views on a build's tables. ``derived``: the tables
         computed from the views' rows (``Area.derived_from_views``), emptied when a build is
         swapped in, since they were computed from the old build's rows. ``live_turn_s``: while
         a build runs, how often the live views it keeps current get a step (0: whenever they
         are behind). ``retired_turn_s`` and ``retired_rows``: how often, while the views are
-        busy, and by how many rows at most a step drops a retired build's tables.
-        ``step_budget_s``: what a step may hold the appends' lock for (step_budget.py): its
-        page, or its rows, are sized to fit."""
+        busy, and by how many rows at most a step drops a retired build's tables."""
         views = list(views_of(None))
         if not views:
             raise ValueError("a projection follower needs at least one view")
@@ -214,13 +205,11 @@ class ProjectionFollower:
         self._live_turn_at = 0.0
         self._retired_turn_s = retired_turn_s
         self._retired_turn_at = 0.0
-        self._retired_rows = StepBudget(
-            retired_rows, least=RETIRED_ROWS_LEAST, budget_s=step_budget_s
-        )
+        self._retired_rows = retired_rows
         self.names = tuple(view.name for view in views)
         self._stable_tables = [table for view in views for table in view.tables]
         self._derived = list(derived)
-        self._page_events = StepBudget(page_events, least=PAGE_EVENTS_LEAST, budget_s=step_budget_s)
+        self._page_events = page_events
         self._idle_poll_s = idle_poll_s
         self._decode = EventDecoder(store.catalogue)
         self._task: asyncio.Task[None] | None = None
@@ -329,7 +318,7 @@ class ProjectionFollower:
         targets = self._targets(conn, read_builds(conn))
         for target in targets:
             after = target.after
-            limit = 1 if after < self._one_at_a_time_through else self._page_events.size
+            limit = 1 if after < self._one_at_a_time_through else self._page_events
             rows = conn.execute(
                 select(events).where(events.c.seq > after).order_by(events.c.seq).limit(limit)
             ).all()
@@ -347,7 +336,6 @@ class ProjectionFollower:
         """The decoded page applied and the checkpoint moved, in the writer's transaction; None
         when the views are no longer where the page was read from. A build that reaches the
         head is swapped in (the page may be empty then)."""
-        started = time.perf_counter()
         conn = tx.conn
         builds = read_builds(conn)
         if not _still_at(conn, builds, self.names, target):
@@ -371,7 +359,6 @@ class ProjectionFollower:
         elif reached < tx.head.seq or not self._swap_in(conn, builds, reached, views):
             write_build_seq(conn, target.build, reached)
         clear_failures(conn, self.names)
-        self._page_events.observe(len(decoded), time.perf_counter() - started)
         return replay.events
 
     def _swap_in(
@@ -411,17 +398,12 @@ class ProjectionFollower:
         """One step of dropping a retired build's tables (view_builds.py): True when they are
         gone. False too when readers of them held them past the lock timeout (PostgreSQL); a
         later step tries again."""
-        rows = self._retired_rows
-
-        def dropped(tx: WriteTransaction) -> bool:
-            started = time.perf_counter()
-            names = [table.name for table in self._stable_tables]
-            gone = drop_retired_step(tx.conn, names, build, rows=rows.size)
-            rows.observe(rows.size, time.perf_counter() - started)
-            return gone
-
         try:
-            return await self._store.execute(dropped)
+            return await self._store.execute(
+                lambda tx: drop_retired_step(
+                    tx.conn, [t.name for t in self._stable_tables], build, rows=self._retired_rows
+                )
+            )
         except DBAPIError as exc:
             if not is_lock_timeout(exc):
                 raise
