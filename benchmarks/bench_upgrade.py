@@ -213,9 +213,7 @@ def main(argv: list[str]) -> None:
         told = [
             line
             for line in (root / "serve.log").read_text().splitlines()
-            if any(
-                word in line for word in ("rebuilt", "stale", "start again", "beside", "swapped in")
-            )
+            if any(word in line for word in TOLD)
         ]
     print("\n".join(f"  serve: {line}" for line in told))
     print(
