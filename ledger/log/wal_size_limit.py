@@ -8,8 +8,9 @@ the writer lock held, and the file system takes a while to give back the blocks 
 (docs/decisions.md, follow-the-log 33): every append waited for that commit.
 
 So the writer's limit follows the file down a step at a time: before each batch it is the
-file's size less ``step``, never below ``floor``. A commit that starts the WAL over then gives
-back at most ``step`` bytes, and the file reaches ``floor`` over the next times it starts over.
+file's size less ``STEP``, never below ``engines.WAL_SIZE_LIMIT``. A commit that starts the WAL
+over then gives back at most ``STEP`` bytes, and the file gets back to that floor over the
+next times the WAL starts over.
 """
 
 from __future__ import annotations

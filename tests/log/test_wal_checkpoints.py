@@ -1,7 +1,7 @@
 """A SQLite writer's commits do not checkpoint the WAL; its runner does, after each batch and
 outside the writer lock (log/wal_checkpoints.py), so the WAL still starts over from its
 beginning and stays small under a writer alone; when it starts over, a file that readers had
-let grow is cut back."""
+let grow is cut back, by at most a step each time (log/wal_size_limit.py)."""
 
 from __future__ import annotations
 
