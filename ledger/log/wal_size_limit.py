@@ -32,7 +32,7 @@ class WalSizeLimit:
         self._floor = engines.WAL_SIZE_LIMIT
         self._step = STEP
         # What the writer's connection was last told.
-        self.limit = self._floor
+        self._limit = self._floor
 
     def apply(self, engine: Engine) -> None:
         """Set the writer connection's limit from the WAL file's size now (on the writer's
@@ -42,11 +42,11 @@ class WalSizeLimit:
         except FileNotFoundError:
             size = 0
         limit = max(self._floor, size - self._step)
-        if limit == self.limit:
+        if limit == self._limit:
             return
         raw = engine.raw_connection()
         try:
             raw.cursor().execute(f"PRAGMA journal_size_limit = {int(limit)}")
         finally:
             raw.close()
-        self.limit = limit
+        self._limit = limit
