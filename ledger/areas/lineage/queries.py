@@ -8,12 +8,12 @@ row can be recorded into that generation any more, on any replica.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, bindparam, exists, select
+from sqlalchemy import Connection, Row, Select, and_, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ledger.areas.lineage.events import (
@@ -71,19 +71,24 @@ def conflicting_row_message(model_call_id: str) -> str:
 
 # Statements built once: SQLAlchemy memoises a statement's cache key per object, which keeps a
 # retire of 4096 ids close to the cost of its SQL.
-_SAME_CALL = (
-    select(lineage_rows.c.seq, lineage_rows.c.row_sha256, lineage_rows.c.row_kind)
-    .where(
-        lineage_rows.c.rollout_id == bindparam("rid"),
-        lineage_rows.c.generation == bindparam("gen"),
-        lineage_rows.c.model_call_id == bindparam("mcid"),
-    )
-    .order_by(lineage_rows.c.seq)
+#
+# The lookups by model_call_id and by fingerprint have no ORDER BY: their rows are sorted by seq
+# in Python. With ``ORDER BY seq`` SQLite's planner walks the rollout's primary key (rollout,
+# generation, seq), which returns seq order, and tests every row of the generation, rather than
+# the index on the column looked up: each record of a rollout's n-th call read n rows.
+_SAME_CALL = select(lineage_rows.c.seq, lineage_rows.c.row_sha256, lineage_rows.c.row_kind).where(
+    lineage_rows.c.rollout_id == bindparam("rid"),
+    lineage_rows.c.generation == bindparam("gen"),
+    lineage_rows.c.model_call_id == bindparam("mcid"),
 )
 _HAS_EVENTS = select(
     exists().where(events.c.rollout_id == bindparam("rid"), events.c.generation == bindparam("gen"))
 )
 _HOLD_REASON = select(lineage_removal_hold.c.reason)
+
+
+def _in_seq_order(rows: Iterable[Row[Any]]) -> list[Row[Any]]:
+    return sorted(rows, key=lambda row: int(row.seq))
 
 
 def _current(tx: WriteTransaction, rollout_id: str) -> tuple[int, bool]:
@@ -100,9 +105,9 @@ def record_row(tx: WriteTransaction, rollout_id: str, row: dict[str, Any]) -> Re
     generation, fenced = _current(tx, rollout_id)
     model_call_id = str(row["model_call_id"])
     row_sha = sha256_hex(standard_json(row).encode())
-    same_call = tx.conn.execute(
-        _SAME_CALL, {"rid": rollout_id, "gen": generation, "mcid": model_call_id}
-    ).all()
+    same_call = _in_seq_order(
+        tx.conn.execute(_SAME_CALL, {"rid": rollout_id, "gen": generation, "mcid": model_call_id})
+    )
     for existing in same_call:
         if existing.row_sha256 == row_sha:
             # Identical re-record (also after a fence: the row is in the ledger the trainer read).
@@ -337,11 +342,14 @@ def read_ledger_view(conn: Connection, rollout_id: str) -> LedgerView:
     return LedgerView(generation=int(first.generation), retired=first.state == RETIRED, rows=rows)
 
 
+_GENERATION = select(rollouts.c.generation, rollouts.c.state).where(
+    rollouts.c.rollout_id == bindparam("rid")
+)
+
+
 def unfenced_generation(conn: Connection, rollout_id: str) -> int:
     """The rollout's current generation (0 when unknown); RolloutRetiredError when fenced."""
-    row = conn.execute(
-        select(rollouts.c.generation, rollouts.c.state).where(rollouts.c.rollout_id == rollout_id)
-    ).first()
+    row = conn.execute(_GENERATION, {"rid": rollout_id}).first()
     if row is None:
         return 0
     if row.state == RETIRED:
@@ -367,21 +375,34 @@ def find_rows(
     fingerprint: str | None = None,
     model_call_id: str | None = None,
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Committed rows (never failures) matching a fingerprint and/or a model_call_id."""
-    query = (
-        select(lineage_rows.c.seq, lineage_rows.c.row)
-        .where(
-            lineage_rows.c.rollout_id == rollout_id,
-            lineage_rows.c.generation == generation,
-            lineage_rows.c.row_kind != "failure",
-        )
-        .order_by(lineage_rows.c.seq)
+    """Committed rows (never failures) matching a fingerprint and/or a model_call_id, in seq
+    order."""
+    query = _FIND_ROWS[(fingerprint is not None, model_call_id is not None)]
+    found = conn.execute(
+        query, {"rid": rollout_id, "gen": generation, "fp": fingerprint, "mcid": model_call_id}
     )
-    if fingerprint is not None:
-        query = query.where(lineage_rows.c.fingerprint == fingerprint)
-    if model_call_id is not None:
-        query = query.where(lineage_rows.c.model_call_id == model_call_id)
-    return [(int(r.seq), json.loads(r.row)) for r in conn.execute(query).all()]
+    return [(int(r.seq), json.loads(r.row)) for r in _in_seq_order(found)]
+
+
+def _find_rows_by(*, fingerprint: bool, model_call_id: bool) -> Select[Any]:
+    query = select(lineage_rows.c.seq, lineage_rows.c.row).where(
+        lineage_rows.c.rollout_id == bindparam("rid"),
+        lineage_rows.c.generation == bindparam("gen"),
+        lineage_rows.c.row_kind != "failure",
+    )
+    if fingerprint:
+        query = query.where(lineage_rows.c.fingerprint == bindparam("fp"))
+    if model_call_id:
+        query = query.where(lineage_rows.c.model_call_id == bindparam("mcid"))
+    return query
+
+
+# By (fingerprint given, model_call_id given); no ORDER BY, as for _SAME_CALL.
+_FIND_ROWS = {
+    (by_fingerprint, by_id): _find_rows_by(fingerprint=by_fingerprint, model_call_id=by_id)
+    for by_fingerprint in (False, True)
+    for by_id in (False, True)
+}
 
 
 @dataclass(frozen=True)
