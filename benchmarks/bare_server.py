@@ -1,8 +1,8 @@
 """Same-stack baselines for the ingest benchmark: uvicorn + Starlette without the ledger.
 
-    python -m benchmarks.bare_server --port P --mode bare|noop
+    python -m benchmarks.bare_server --port P --mode bare|noop|lineage
 
-Both answer the capture routes the benchmark's clients call, with the same status codes
+The first two answer the capture routes the benchmark's clients call, with the same status codes
 (single 201, batch 200 with one ``{"status": 201}`` per item), on the same server stack as
 ``ledger serve`` (uvicorn's defaults, so httptools and uvloop when installed):
 
@@ -13,6 +13,11 @@ Both answer the capture routes the benchmark's clients call, with the same statu
   per request.
 - ``noop``: read the body and answer; nothing is parsed or stored: what the HTTP request that
   carries a capture costs.
+- ``lineage``: the lineage-store plug-in's two routes (``bench plugin``): a row POSTed is
+  parsed with orjson, inserted with its rollout id and fingerprint into one SQLite table and
+  committed (WAL, ``synchronous=FULL``); a GET by fingerprint selects the rollout's rows with
+  it (an index on both). No validation, fence, generation, idempotency, chain or projection:
+  what the plug-in's round trip costs on this stack.
 
 The database file is the one ``LEDGER_DATABASE_URL`` names (``sqlite...:///<path>``), so the
 benchmark's ``ServerProcess`` starts these exactly like ``ledger serve``.
@@ -76,6 +81,49 @@ def bare_app(path: str) -> Starlette:
     return capture_app(single, batch)
 
 
+def lineage_app(path: str) -> Starlette:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS bare_rows (seq INTEGER PRIMARY KEY,"
+        " rollout_id TEXT NOT NULL, fingerprint TEXT, row TEXT NOT NULL)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS bare_rows_by_fingerprint ON bare_rows (rollout_id, fingerprint)"
+    )
+
+    async def record(request: Request) -> Response:
+        row = orjson.loads(await request.body())
+        conn.execute("BEGIN IMMEDIATE")
+        cursor = conn.execute(
+            "INSERT INTO bare_rows (rollout_id, fingerprint, row) VALUES (?, ?, ?)",
+            (request.path_params["rollout_id"], row.get("fingerprint"), orjson.dumps(row).decode()),
+        )
+        conn.execute("COMMIT")
+        return json_response({"outcome": "recorded", "seq": cursor.lastrowid})
+
+    async def find(request: Request) -> Response:
+        rollout_id = request.path_params["rollout_id"]
+        found = conn.execute(
+            "SELECT seq, row FROM bare_rows WHERE rollout_id = ? AND fingerprint = ? ORDER BY seq",
+            (rollout_id, request.query_params.get("fingerprint")),
+        ).fetchall()
+        rows = [{"seq": seq, "row": orjson.loads(text)} for seq, text in found]
+        return json_response({"rollout_id": rollout_id, "generation": 0, "rows": rows})
+
+    async def healthz(_request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/v1/rollouts/{rollout_id}/ledger/rows", record, methods=["POST"]),
+            Route("/v1/rollouts/{rollout_id}/ledger/rows", find, methods=["GET"]),
+        ]
+    )
+
+
 def noop_app() -> Starlette:
     async def single(request: Request) -> Response:
         await request.body()
@@ -116,10 +164,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_server")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log-level", default="warning")
-    parser.add_argument("--mode", choices=("bare", "noop"), required=True)
+    parser.add_argument("--mode", choices=("bare", "noop", "lineage"), required=True)
     args = parser.parse_args(argv)
     if args.mode == "bare":
         app = bare_app(database_path(os.environ["LEDGER_DATABASE_URL"]))
+    elif args.mode == "lineage":
+        app = lineage_app(database_path(os.environ["LEDGER_DATABASE_URL"]))
     else:
         app = noop_app()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level=args.log_level)

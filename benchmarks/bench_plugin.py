@@ -6,6 +6,10 @@ call it just committed, then resolve the next request of the harness (which cont
 rollout is a chain of calls; the conversation grows by two items per call, so the hashing Gym
 does in both stores grows with it.
 
+A third store shows the ceiling of this stack: the same plug-in client against a lean server
+(``benchmarks/bare_server.py --mode lineage``: uvicorn and Starlette, the row parsed with orjson,
+one INSERT and a FULL commit, one indexed SELECT, nothing else), started beside the ledger.
+
 It needs the released Gym, which lives in its own environment: run from the project's ``.venv``
 (``scripts/bench plugin``), it builds ``.gym-venv`` with ``scripts/gym-env`` if needed and runs
 itself there, with the ledger server started from the project's interpreter.
@@ -162,6 +166,19 @@ def start_server(python: str, url: str, data_dir: Path, port: int) -> subprocess
     return wait_until_serving(process, port)
 
 
+def start_lean_server(python: str, path: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["LEDGER_DATABASE_URL"] = f"sqlite:///{path}"
+    process = subprocess.Popen(
+        [python, "-m", "benchmarks.bare_server", "--mode", "lineage", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return wait_until_serving(process, port)
+
+
 def free_port() -> int:
     import socket
 
@@ -184,34 +201,47 @@ async def http_floor(base_url: str, count: int) -> list[float]:
     return samples
 
 
-async def measure(base_url: str, files_root: Path, rollouts: int, calls: int) -> None:
+async def measure(
+    base_url: str, lean_url: str, files_root: Path, rollouts: int, calls: int
+) -> None:
     from nemo_gym.token_id_capture.lineage import FileLineageStore
 
     from ledger.gym_plugin import LedgerCaptureLedger
 
     plugin = LedgerCaptureLedger(base_url)
+    lean = LedgerCaptureLedger(lean_url)
     reference = FileLineageStore(files_root)
-    ours, gyms = Samples(), Samples()
-    # Warm both (connection, caches) on a rollout of their own.
-    await round_trips(plugin, chain("warm-0", 3), Samples())
-    await round_trips(reference, chain("warm-0", 3), Samples())
+    ours, leans, gyms = Samples(), Samples(), Samples()
+    stores = [(plugin, ours), (lean, leans), (reference, gyms)]
+    # Warm each (connection, caches) on a rollout of its own.
+    for store, _ in stores:
+        await round_trips(store, chain("warm-0", 3), Samples())
     for n in range(rollouts):
         rollout = chain(f"{n}-0", calls)
-        # Alternate which store goes first, so drift on a shared machine hits both alike.
-        pair = [(plugin, ours), (reference, gyms)]
-        for store, into in pair if n % 2 == 0 else reversed(pair):
+        # Rotate which store goes first, so drift on a shared machine hits all alike.
+        for store, into in stores[n % 3 :] + stores[: n % 3]:
             await round_trips(store, rollout, into)
     floor = await http_floor(base_url, len(ours.round_trip))
-    await plugin.close()
-    await reference.close()
+    for store, _ in stores:
+        await store.close()
     show("floor: GET /healthz (HTTP, loopback)", floor)
     show("plug-in record+resolve (HTTP, loopback)", ours.round_trip)
     show("  of which record", ours.record)
     show("  of which resolve", ours.resolve)
+    show("lean route record+resolve (same stack)", leans.round_trip)
+    show("  of which record", leans.record)
+    show("  of which resolve", leans.resolve)
     show("Gym FileLineageStore record+resolve (disk)", gyms.round_trip)
     show("  of which record", gyms.record)
     show("  of which resolve", gyms.resolve)
     a, b = ours.round_trip, gyms.round_trip
+    base = percentile(floor, 0.5)
+    print(
+        f"ratios to the floor's p50: plug-in {percentile(a, 0.5) / base:.1f}x, lean route "
+        f"{percentile(leans.round_trip, 0.5) / base:.1f}x, FileLineageStore "
+        f"{percentile(b, 0.5) / base:.1f}x",
+        flush=True,
+    )
     print(
         f"summary: plug-in round trip p50 {percentile(a, 0.5):.2f} ms / p99 "
         f"{percentile(a, 0.99):.2f} ms vs FileLineageStore p50 {percentile(b, 0.5):.2f} ms"
@@ -228,14 +258,28 @@ def inner(args: argparse.Namespace) -> None:
         root = Path(scratch)
         url = args.postgres_url or f"sqlite+aiosqlite:///{root / 'ledger.db'}"
         backend = "postgresql" if args.postgres_url else "sqlite"
-        port = free_port()
+        port, lean_port = free_port(), free_port()
         server = start_server(python, url, root / "data", port)
         try:
-            print(f"ledger ({backend}) on 127.0.0.1:{port}; Gym's store under {root}", flush=True)
-            asyncio.run(measure(f"http://127.0.0.1:{port}", root / "gym-files", rollouts, calls))
-        finally:
+            lean_server = start_lean_server(python, root / "lean.db", lean_port)
+        except BaseException:
             server.terminate()
-            server.wait(timeout=30)
+            raise
+        try:
+            print(f"ledger ({backend}) on 127.0.0.1:{port}; Gym's store under {root}", flush=True)
+            asyncio.run(
+                measure(
+                    f"http://127.0.0.1:{port}",
+                    f"http://127.0.0.1:{lean_port}",
+                    root / "gym-files",
+                    rollouts,
+                    calls,
+                )
+            )
+        finally:
+            for process in (server, lean_server):
+                process.terminate()
+                process.wait(timeout=30)
 
 
 def main(argv: list[str]) -> None:
