@@ -209,6 +209,7 @@ async def open_ledger(settings: Settings, projectors: Sequence[Projector] | None
         [view.name for view in view_projectors()],
         bound_s=settings.views_wait_s,
         moved=projector.moved if isinstance(projector, ProjectionFollower) else None,
+        ask=None if projector is None else projector.look_now,
         # Serving reads only, nothing moves the views: a read answers with what they hold.
         waits=writes,
     )
@@ -241,7 +242,7 @@ def build_projector(
     follower on this process's own store."""
     if settings.projector == "process":
         return ProjectorProcess(settings)
-    return views_follower(store)
+    return views_follower(store, look_every_s=settings.views_look_every_s)
 
 
 async def catch_up_views(store: LedgerStore) -> int:

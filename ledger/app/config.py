@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     views_wait_s: float = Field(
         default=10.0, ge=0, le=3600, description="seconds a read waits for the views"
     )
+    # How often the views' follower looks at the log when it has no full page to apply
+    # (log/projection_follower.py); a read that waits for the views asks it to look at once.
+    views_look_every_s: float = Field(
+        default=0.1, gt=0, le=60, description="seconds between the views' looks at the log"
+    )
     # The health follower (areas/health/follower.py) keeps health_findings current in serve.
     health_findings_enabled: bool = True
     # `ledger sql`: a query left running pins a read snapshot (the WAL grows behind it).

@@ -25,6 +25,7 @@ from ledger.app.areas import default_catalogue, default_mirror_areas, views_foll
 from ledger.app.config import Settings
 from ledger.areas.health.follower import HealthFollower
 from ledger.child_process import START_TIMEOUT_S, ChildProcess
+from ledger.log.projection_follower import ProjectionFollower
 from ledger.log.store import LedgerStore
 from ledger.mirror.election import Election, projector_election_for
 from ledger.mirror.follower import MirrorFollower, build_follower
@@ -56,12 +57,32 @@ def projector_store(settings: Settings) -> LedgerStore:
     )
 
 
-async def _stdin_closed() -> None:
+# What the server writes to the projector's standard input when one of its readers waits for
+# the views (``ProjectorProcess.look_now``): the views' follower then looks at the log at once.
+LOOK_NOW = b"\n"
+# Requests not yet read by the projector past this many bytes are not sent: one is enough.
+LOOK_NOW_BUFFER_BYTES = 64
+
+
+class _LookRequests:
+    """The server's requests for a look at the log, passed on to the views' follower while
+    this process follows the log (none while it stands by)."""
+
+    def __init__(self) -> None:
+        self.follower: ProjectionFollower | None = None
+
+    def look_now(self) -> None:
+        if self.follower is not None:
+            self.follower.look_now()
+
+
+async def _stdin_closed(requests: _LookRequests) -> None:
+    """Until the server closes its pipe; each request it writes meanwhile asks for a look."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while await reader.read(4096):
-        pass
+        requests.look_now()
 
 
 def build_mirror(settings: Settings, store: LedgerStore) -> MirrorFollower:
@@ -75,10 +96,12 @@ class _Follower(Protocol):
     async def stop(self) -> None: ...
 
 
-def projector_followers(settings: Settings, store: LedgerStore) -> list[_Follower]:
+def projector_followers(
+    settings: Settings, store: LedgerStore, views: ProjectionFollower
+) -> list[_Follower]:
     """What the projector runs: the views' follower, the mirror's (when the mirror is on) and
     the health checks' (when they are on and this is where they run)."""
-    followers: list[_Follower] = [views_follower(store)]
+    followers: list[_Follower] = [views]
     if settings.mirror_enabled:
         followers.append(build_mirror(settings, store))
     if settings.health_follower_home == "projector":
@@ -93,8 +116,10 @@ async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None
     store = projector_store(settings)
     await store.open()
     election = projector_election_for(settings.resolved_database_url)
+    requests = _LookRequests()
     ended: asyncio.Future[object] = asyncio.ensure_future(
-        _stdin_closed() if until_stdin_closes else asyncio.Event().wait()  # until interrupted
+        # until interrupted, for `ledger project`
+        _stdin_closed(requests) if until_stdin_closes else asyncio.Event().wait()
     )
     try:
         sys.stdout.buffer.write(READY_LINE)
@@ -109,7 +134,7 @@ async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None
                 continue
             standing_by = False
             log.info("projector: active")
-            await _follow_while_elected(settings, store, election, ended)
+            await _follow_while_elected(settings, store, election, ended, requests)
     finally:
         ended.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -119,17 +144,24 @@ async def run_projector(settings: Settings, *, until_stdin_closes: bool) -> None
 
 
 async def _follow_while_elected(
-    settings: Settings, store: LedgerStore, election: Election, ended: asyncio.Future[object]
+    settings: Settings,
+    store: LedgerStore,
+    election: Election,
+    ended: asyncio.Future[object],
+    requests: _LookRequests,
 ) -> None:
-    followers = projector_followers(settings, store)
+    views = views_follower(store, look_every_s=settings.views_look_every_s)
+    followers = projector_followers(settings, store, views)
     try:
         for follower in followers:
             await follower.start()
+        requests.follower = views
         while not ended.done() and await election.still_held():
             await asyncio.wait({ended}, timeout=ELECTION_POLL_S)
         if not ended.done():
             log.warning("projector: the election was lost; standing by")
     finally:
+        requests.follower = None
         for follower in reversed(followers):
             await follower.stop()
 
@@ -157,10 +189,23 @@ class ProjectorProcess(ChildProcess):
                 "LEDGER_MIRROR_ENABLED": str(settings.mirror_enabled).lower(),
                 "LEDGER_MIRROR_DIR": str(settings.resolved_mirror_dir.resolve()),
                 "LEDGER_HEALTH_FINDINGS_ENABLED": str(settings.health_findings_enabled).lower(),
+                "LEDGER_VIEWS_LOOK_EVERY_S": str(settings.views_look_every_s),
                 "LEDGER_PROJECTOR": "process",
             },
             restart_delay_s=RESTART_DELAY_S,
         )
+
+    def look_now(self) -> None:
+        """A reader of this server waits for the views: ask the projector to look at the log
+        at once (it stands by when another process's projector is the active one, which
+        then looks at its own pace)."""
+        process = self._process
+        if process is None or process.returncode is not None or process.stdin is None:
+            return
+        stdin = process.stdin
+        if stdin.is_closing() or stdin.transport.get_write_buffer_size() > LOOK_NOW_BUFFER_BYTES:
+            return
+        stdin.write(LOOK_NOW)
 
     async def _talk(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None

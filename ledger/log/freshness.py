@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, select
 
@@ -43,6 +43,7 @@ class Freshness:
         *,
         bound_s: float,
         moved: CommitSignal | None = None,
+        ask: Callable[[], None] | None = None,
         waits: bool = True,
     ) -> None:
         self._store = store
@@ -53,6 +54,9 @@ class Freshness:
         self._waits = waits
         # The follower's signal when it runs in this process: a wait then wakes when it moves.
         self._moved = moved
+        # Asks whoever keeps the views current (the follower here, or the projector process)
+        # to look at the log now: it otherwise looks every so often (projection_follower.py).
+        self._ask = ask
 
     def projected_in(self, conn: Connection) -> int:
         """The seq every view has reached, read in ``conn``'s snapshot."""
@@ -104,6 +108,8 @@ class Freshness:
                     f"the views have reached seq {reached}, not yet {seq}, after "
                     f"{self.bound_s:g} s: {why}; retry later"
                 )
+            if self._ask is not None:
+                self._ask()
             if self._moved is not None:
                 await self._moved.wait(min(left, MAX_POLL_S))
             else:

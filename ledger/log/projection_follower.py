@@ -77,8 +77,12 @@ log = logging.getLogger(__name__)
 # Events per step: a step holds the log's write lock while it applies them (decoded before),
 # so a page is what an append may wait behind.
 PAGE_EVENTS = 500
-# How often an idle follower looks for events appended by another process.
-IDLE_POLL_S = 0.02
+# How often the follower looks at the log when it has no full page to apply: idle, and between
+# the small pages of a trickle of appends, so that a trickle costs a step a look rather than a
+# step an append (each step is several statements, two transactions and thread hops). A reader
+# waiting for the views asks for a look at once (``look_now``): the appends' acknowledgements
+# never depend on the views, and a reader does not wait for this.
+LOOK_EVERY_S = 0.1
 RETRY_AFTER_FAILURE_S = 1.0
 # While a build runs beside live views it keeps current, how often the live views get a step:
 # a rollout read then waits for its events about this long at most, besides the step itself.
@@ -174,7 +178,7 @@ class ProjectionFollower:
         *,
         derived: Sequence[Table] = (),
         page_events: int = PAGE_EVENTS,
-        idle_poll_s: float = IDLE_POLL_S,
+        look_every_s: float = LOOK_EVERY_S,
         live_turn_s: float = LIVE_TURN_S,
         retired_turn_s: float = RETIRED_TURN_S,
         retired_rows: int = RETIRED_ROWS_PER_STEP,
@@ -210,7 +214,9 @@ class ProjectionFollower:
         self._stable_tables = [table for view in views for table in view.tables]
         self._derived = list(derived)
         self._page_events = page_events
-        self._idle_poll_s = idle_poll_s
+        self._look_every_s = look_every_s
+        # Set by ``look_now`` (a reader waits for the views), cleared when a look begins.
+        self._asked = asyncio.Event()
         self._decode = EventDecoder(store.catalogue)
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -426,21 +432,27 @@ class ProjectionFollower:
             self._stopping = asyncio.Event()
             self._task = asyncio.create_task(self._run(), name="ledger-projection-follower")
 
+    def look_now(self) -> None:
+        """A reader waits for the views: look at the log now rather than at the next look. A
+        request made during a step takes effect when the step ends."""
+        self._asked.set()
+
     async def stop(self) -> None:
         """Finish the current step, then stop."""
         if self._task is None:
             return
         self._stopping.set()
-        self._store.writer.commits.notify()
+        self._asked.set()
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
+            self._asked.clear()
             try:
                 # Looked at by a read first: a step is a write transaction, which an idle
-                # follower must not take every few milliseconds.
+                # follower must not take at every look.
                 progress = await self.progress()
                 # A build at the head still takes a step: the one that swaps it in.
                 busy = progress.behind or progress.building is not None
@@ -456,10 +468,11 @@ class ProjectionFollower:
                 log.exception("projection follower step failed; retrying")
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue
-            if applied:
-                continue
-            # Idle: until this process's writer commits, or a while (another process may).
-            await self._store.writer.commits.wait(self._idle_poll_s)
+            if applied >= self._page_events:
+                continue  # a full page: more are likely waiting
+            # At the head as of the page read: the next look, or sooner if a reader asks.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._asked.wait(), self._look_every_s)
 
     def _retired_turn(self, *, busy: bool) -> bool:
         """Whether a retired build's tables get a step now: always when the views are idle,

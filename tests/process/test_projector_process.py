@@ -152,3 +152,41 @@ async def test_sigkilled_projector_resumes_with_nothing_lost_or_doubled(
     mirrored = await asyncio.to_thread(ledger_cli, database_url, data_dir, "mirror", "verify")
     assert mirrored.returncode == 0, mirrored.stdout + mirrored.stderr
     assert "ok   the mirror matches the database" in mirrored.stdout
+
+
+async def test_a_read_that_waits_asks_the_projector_process_to_look_at_once(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The projector looks at the log every LEDGER_VIEWS_LOOK_EVERY_S; a read of a rollout
+    that must wait for the views asks it, over the projector's standard input, to look now.
+    With a look a minute and reads that wait half of that, a read after each append is
+    still answered: each one asked.
+    """
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    server = ServerProcess(
+        data_dir=data_dir,
+        database_url=database_url,
+        env={
+            "LEDGER_PROJECTOR": "process",
+            "LEDGER_VIEWS_LOOK_EVERY_S": "60",
+            "LEDGER_VIEWS_WAIT_S": "30",
+        },
+    )
+    server.start()
+    assert server.process is not None
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+            await new_projector(server.process.pid, None)
+            for n in range(3):
+                model_call_id = f"c{n}"
+                answer = await http.post(
+                    "/v1/rollouts/r1/model-calls", json=chat_exchange(model_call_id=model_call_id)
+                )
+                assert answer.status_code == 201, answer.text
+                record = await http.get("/v1/rollouts/r1/record")
+                assert record.status_code == 200, record.text
+                calls = record.json()["ng_model_call_capture"]["calls"]
+                assert [call["model_call_id"] for call in calls] == [f"c{k}" for k in range(n + 1)]
+    finally:
+        server.stop()
