@@ -14,6 +14,7 @@ from ledger.areas.otel.ids import span_id
 from tests.cli.support import invoke
 from tests.otel.collector import running_collector
 from tests.support.exchanges import chat_exchange
+from tests.support.views import views_caught_up
 
 
 async def test_export_sends_the_selection_with_the_collectors_headers(
@@ -29,6 +30,8 @@ async def test_export_sends_the_selection_with_the_collectors_headers(
                 f"/v1/rollouts/{rollout_id}/model-calls?run={run}", json=body
             )
             assert answer.status_code == 201, answer.text
+    # The command reads the views as they are (a run-level read): the test waits for them.
+    await views_caught_up(app)
     monkeypatch.setenv("LEDGER_OTLP_HEADERS", "x-key=k%3D1")
     with running_collector() as collector:
         result = await asyncio.to_thread(
