@@ -1,7 +1,7 @@
 """Statements of the append hot path, run on the driver's cursor.
 
-``Connection.execute`` costs about 15 µs per call in SQLAlchemy's own machinery (execution
-context, events, result set-up), more than a small INSERT takes in SQLite. The writer runs a few
+``Connection.execute`` costs more in SQLAlchemy's own machinery (execution context, events,
+result set-up) than a small INSERT takes in SQLite (docs/benchmarks.md). The writer runs a few
 statements per event, so that overhead decided the append rate. A ``DriverStatement`` is a Core
 statement compiled once per dialect and parameter set, then executed on the DBAPI cursor with
 the same bind processors SQLAlchemy would apply, so the stored values are identical to the

@@ -56,10 +56,6 @@ class RolloutRetiredError(Gone):
         self.rollout_id = rollout_id
 
 
-class PayloadTooLarge(LedgerError):
-    status_code = 413
-
-
 class UnsupportedMediaType(LedgerError):
     status_code = 415
 

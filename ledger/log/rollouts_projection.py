@@ -16,7 +16,7 @@ from ledger.log.tables import rollouts
 LIVE = "live"
 RETIRED = "retired"
 
-# Compiled once and run on the driver (store/driver.py): this runs for every command. The SET
+# Compiled once and run on the driver (driver.py): this runs for every command. The SET
 # clause follows the parameter keys: with "state" the event sets the fence state, without it the
 # row keeps its state.
 _UPDATE = DriverStatement(

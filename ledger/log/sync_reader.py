@@ -1,8 +1,8 @@
 """Reads on SQLite in one thread hop: a synchronous connection in a small thread pool.
 
 Through aiosqlite every step of a read (pool checkout, ``BEGIN``, execute, fetch, rollback) is
-its own hop to the driver's thread and back to the event loop; on a small machine that costs
-about a millisecond per statement, several times the SQL of a keyed read. A read handed to
+its own hop to the driver's thread and back to the event loop, and the hops cost several times
+the SQL of a keyed read (docs/benchmarks.md). A read handed to
 ``SyncReader.run`` runs whole on a pool thread with the stdlib driver (``BEGIN`` first, so it
 sees one snapshot) and comes back once. The hottest routes read this way
 (``LedgerStore.read_sync``); PostgreSQL reads go through the async engine (``run_sync``).

@@ -16,7 +16,7 @@ def get_ledger(request: Request) -> Ledger:
 
 
 async def ledger_dependency(request: Request) -> Ledger:
-    # async def: FastAPI would run a plain def dependency in a worker thread (see api/auth.py).
+    # async def: FastAPI would run a plain def dependency in a worker thread (see auth.py).
     return get_ledger(request)
 
 

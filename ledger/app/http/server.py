@@ -14,7 +14,6 @@ import asyncio
 import functools
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ledger.app.config import Settings
@@ -73,10 +72,6 @@ class HeaderDeadline:
             self._header_timer.cancel()
             self._header_timer = None
         super().connection_lost(exc)  # type: ignore[misc]
-
-
-class H11WithHeaderDeadline(HeaderDeadline, H11Protocol):
-    pass
 
 
 class HttpToolsWithHeaderDeadline(HeaderDeadline, HttpToolsProtocol):

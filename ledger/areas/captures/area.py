@@ -30,5 +30,4 @@ AREA = Area(
     views=_views,
     mirror_module="ledger.areas.captures.mirror",
     route_modules=("ledger.areas.captures.routes",),
-    cli_module="ledger.areas.captures.cli",
 )

@@ -92,6 +92,3 @@ EVENT_TYPES: list[EventType] = [
     EventType(CAPTURE_PENDING_ANNOUNCED, CapturePendingAnnounced),
     EventType(CAPTURE_PENDING_WITHDRAWN, CapturePendingWithdrawn),
 ]
-
-# The kinds that change a rollout's position counter or its capture files.
-POSITION_KINDS = frozenset({MODEL_CALL_CAPTURED, MODEL_CALL_DAMAGED})

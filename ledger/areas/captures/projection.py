@@ -49,7 +49,7 @@ _HANDLED = frozenset(
 )
 
 
-# Compiled once and run on the driver (store/driver.py): these run for every capture.
+# Compiled once and run on the driver (log/driver.py): these run for every capture.
 _INSERT_POSITION = DriverStatement(capture_positions.insert())
 _INSERT_STATE = DriverStatement(capture_state.insert())
 _UPDATE_STATE = DriverStatement(

@@ -10,7 +10,7 @@ the record (metrics, gaps, identity) depends only on per-call figures and the ca
 Rebuilding the whole record on every capture parses and re-derives every call and rewrites its
 JSON: O(calls) work and bytes per capture, O(calls²) per rollout. Here the record is made by
 the real pipeline (``enrich_record``) around ONE probe call, and the two lists are replaced by
-markers (store/record_pieces.py): the stored template, filled with the stored pieces on read.
+markers (record_pieces.py): the stored template, filled with the stored pieces on read.
 It is used only where filling gives the full rebuild's bytes (checked below; otherwise the
 caller rebuilds in full), and ``ledger verify`` rebuilds in full and compares, so a
 difference would show.
@@ -60,7 +60,7 @@ class AssembledRecord:
     # The record as the pipeline built it around the probe call: identity, gaps and every
     # figure but the list lengths are the real record's.
     skeleton: dict[str, Any]
-    template: str  # store/record_pieces.py
+    template: str  # record_pieces.py
     num_calls: int
 
 

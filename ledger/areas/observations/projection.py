@@ -6,7 +6,7 @@ recomputed (the pure functions of ``ledger.gym``), once per page, in ``flush``. 
 flushes after the capture view (area order), so by then ``capture_calls`` and
 ``capture_call_counts`` include the page's events; the write side's ``capture_state`` and
 ``rollouts`` are at the head. A rollout with captures only is stored as a template filled on read
-(projections/capture_only.py, store/record_pieces.py).
+(capture_only.py, record_pieces.py).
 """
 
 from __future__ import annotations
@@ -321,8 +321,8 @@ class ObservationsProjector:
             if position is None:  # a damaged position: Gym's merge skips it
                 continue
             if isinstance(derived, DerivedCall) and derived.record is not None:
-                # Derived at position 0 (derivation.py): neither the figures nor the entry
-                # depend on the position.
+                # Derived at position 0 (areas/captures/derivation.py): neither the figures
+                # nor the entry depend on the position.
                 record, entry = derived.record, derived.trajectory_entry
             else:
                 record = parse_json(position.record)
@@ -358,7 +358,7 @@ def assemble_capture_only(
     inputs: RecordInputs,
 ) -> ProjectedRecord | None:
     """The record of a rollout generation with captures only, as a template (stored text) that
-    reads fill with its calls' pieces (projections/capture_only.py); None when it must be
+    reads fill with its calls' pieces (capture_only.py); None when it must be
     rebuilt in full."""
     gaps = sql.capture_gaps_of(conn, rollout_id, inputs.generation)
     assembled = assembler.assemble(rollout_id, inputs.call_totals, gaps)

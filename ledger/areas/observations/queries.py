@@ -97,7 +97,7 @@ def entry_text(row: Row[Any]) -> str | None:
 class ProjectedRecord:
     """One rollout's enriched record and the figures the SQL views show."""
 
-    # The record as built (for a spliced record, its skeleton: see projections/capture_only.py).
+    # The record as built (for a spliced record, its skeleton: see capture_only.py).
     record: dict[str, Any]
     text: str  # the stored JSON of the record, or its template when ``assembled``
     assembled: bool
@@ -461,7 +461,7 @@ async def _read_exchanges(conn: AsyncConnection, seqs: set[int]) -> dict[int, An
 
 async def read_record_text(conn: AsyncConnection, rollout_id: str) -> str | None:
     """The enriched record (JSON text) of the rollout's current generation, exactly the bytes
-    a reader gets (a template filled with its pieces: store/record_pieces.py; a whole record's
+    a reader gets (a template filled with its pieces: record_pieces.py; a whole record's
     payloads filled from the log: record_payloads_from_log.py)."""
     rows = (await conn.execute(_RECORD_AND_PIECES, {"p_rollout_id": rollout_id})).all()
     text = _record_text(rows)

@@ -2,7 +2,7 @@
 
 The record of a rollout that has only captures holds two lists with one entry per call
 (``ng_model_call_capture.calls`` and ``ng_trajectory.model_calls``); everything else in it is
-small and depends only on per-call figures (projections/capture_only.py). Storing the whole
+small and depends only on per-call figures (capture_only.py). Storing the whole
 record on every capture would rewrite every earlier call's JSON: O(calls) bytes per capture,
 O(calls²) per rollout. So ``observation_records.record`` holds the record with a marker in place
 of each list (``assembled`` is true), and a read fills the markers with the entries stored

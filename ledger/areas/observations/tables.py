@@ -32,7 +32,7 @@ observation_calls = Table(
     Column("call_index", Integer, primary_key=True),
     # The call's entry in ng_trajectory.model_calls (compact JSON), derived once at capture so
     # a capture-only rollout's record is put together without re-deriving every call
-    # (projections/capture_only.py). NULL: not derivable.
+    # (capture_only.py). NULL: not derivable.
     Column("trajectory_entry", Text, nullable=True),
     # True: the entry's request and response are markers a read fills from the call's event
     # (entry_payloads.py); false: the entry is stored whole.
@@ -67,13 +67,13 @@ observation_records = Table(
     Column("total_latency_ms", Float, nullable=True),
     Column("gap_count", Integer, nullable=False),
     # The enriched record, compact JSON in Gym's key order: a read returns these bytes. When
-    # ``assembled``, a template a read fills with the calls' pieces (store/record_pieces.py).
+    # ``assembled``, a template a read fills with the calls' pieces (record_pieces.py).
     Column("record", Text, nullable=False),
     Column("assembled", Boolean, nullable=False, server_default=false()),
     # True: a whole record (not ``assembled``) whose captured calls' payloads are markers a
     # read fills from their events (record_payloads_from_log.py).
     Column("payloads_from_log", Boolean, nullable=False, server_default=false()),
-    # Running totals over the generation's stored calls (store/record_pieces.py CallTotals,
+    # Running totals over the generation's stored calls (record_pieces.py CallTotals,
     # JSON): a capture updates them instead of reading every earlier call. NULL: no call.
     Column("call_totals", Text, nullable=True),
 )

@@ -1,8 +1,8 @@
 """The proxy's captures appended by a process of their own beside the server, at a lower CPU
 priority (the default; ``LEDGER_PROXY_CAPTURE_PROCESS=false`` appends in the server).
 
-Why: a capture costs the ledger about four times the CPU of forwarding the call (2.8 ms
-against 0.6 ms per call on this machine kind), and in one process that work holds the GIL the
+Why: a capture costs the ledger several times the CPU of forwarding the call (docs/benchmarks.md,
+the proxy), and in one process that work holds the GIL the
 forwarding loop waits for, which was most of the proxy's added latency. In a process of its
 own, niced, the kernel's scheduler puts the forwarding loop first whenever both want a core,
 and the server keeps only the forwarding and a pickle of each answered call

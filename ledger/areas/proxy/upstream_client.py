@@ -2,9 +2,9 @@
 
 Why not httpx: its pool (httpcore) looks at every pooled connection's socket on each request
 and each release, a system call per connection, and goes through anyio's stream layers; at 32
-concurrent calls that was about 0.9 ms of CPU per forwarded call, most of the proxy's own cost
-(docs/benchmarks.md). Here a request takes the most recently used idle connection of its
-origin, checking only that one, and otherwise opens one (up to ``max_connections`` in all).
+concurrent calls that was most of the proxy's own CPU per forwarded call (docs/benchmarks.md).
+Here a request takes the most recently used idle connection of its origin, checking only that
+one, and otherwise opens one (up to ``max_connections`` in all).
 h11 does the framing both ways (content-length, chunked, read-until-close, 1xx, keep-alive
 rules), as it does inside httpx, so the wire behaviour is the same.
 

@@ -188,8 +188,8 @@ def summary_bytes(summary: dict[str, Any]) -> bytes:
     """``quality_summary.json``: two-space indent, UTF-8, no trailing newline, the bytes of
     ``json.dumps(summary, indent=2, ensure_ascii=False)``. orjson writes those same bytes for
     plain JSON (``is_plain_json``: no float it spells otherwise, no big int, str keys), which a
-    summary of counts is: 100,000 rollouts' summary (6 MB) in 32 ms of CPU with the check,
-    against 195 ms through the standard library's indenting encoder, which is pure Python."""
+    summary of counts is; the standard library's indenting encoder is pure Python and several
+    times slower on a large summary (docs/benchmarks.md)."""
     if is_plain_json(summary):
         with contextlib.suppress(orjson.JSONEncodeError):  # a lone surrogate: stdlib says so
             return orjson.dumps(summary, option=orjson.OPT_INDENT_2)
