@@ -20,6 +20,7 @@ from tests.support.databases import (
     require_postgres,
     sqlite_url,
 )
+from tests.support.health_rules import watch_rules
 from tests.support.templates import (
     PostgresCopies,
     copy_sqlite_template,
@@ -35,6 +36,19 @@ def pytest_configure(config: pytest.Config) -> None:
     about the process itself (tests/process/test_projector_process.py) asks for the product's
     default, the process, with LEDGER_PROJECTOR=process."""
     os.environ.setdefault("LEDGER_PROJECTOR", "in-server")
+
+
+@pytest.fixture(autouse=True)
+def _health_rules_do_not_raise(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A health check that raises fails the test (tests/support/health_rules.py) unless the
+    test is marked ``health_check_errors(check, ...)`` with that check."""
+    with watch_rules() as raised:
+        yield
+    marker = request.node.get_closest_marker("health_check_errors")
+    expected = set(marker.args) if marker is not None else set()
+    unexpected = [line for line in raised if line.split(":", 1)[0] not in expected]
+    if unexpected:
+        pytest.fail("a health check raised:\n" + "\n".join(unexpected[:10]), pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

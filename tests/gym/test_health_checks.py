@@ -342,6 +342,7 @@ def test_runaway_generation_unobserved_when_a_limited_response_is_missing() -> N
         ({"output": "text", "choices": [{"message": ["x"]}]}, "AttributeError"),
     ],
 )
+@pytest.mark.health_check_errors("model_call_runaway_generation")
 def test_a_check_that_raises_is_unobserved_with_an_execution_error(
     response: Any, error: str
 ) -> None:

@@ -7,16 +7,18 @@ import json
 from datetime import datetime, timedelta
 
 import httpx
+import pytest
 
 from ledger.gym.health.facts import record_facts
 from ledger.gym.health.summary import summary_bytes, verdict_lines
 from ledger.gym.perf_summary import perf_summary
 from tests.health.support import expected_report, exported, write_run
-from tests.support.health_run import generate_run
+from tests.support.health_run import RAISING_CHECK, generate_run
 
 RUN = 60
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_selection_reports_equal_the_rules_over_the_export(
     client: httpx.AsyncClient,
 ) -> None:
@@ -36,6 +38,7 @@ async def test_selection_reports_equal_the_rules_over_the_export(
     assert verdicts.headers["content-type"].startswith("application/x-ndjson")
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_latest_attempts_leave_superseded_ones_out(client: httpx.AsyncClient) -> None:
     planned = generate_run(RUN, seed=4)
     await write_run(client, planned)
@@ -57,6 +60,7 @@ async def test_latest_attempts_leave_superseded_ones_out(client: httpx.AsyncClie
     assert perf["selection"]["superseded_attempts"] == len(superseded)
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_id_glob_and_ignored_checks(client: httpx.AsyncClient) -> None:
     await write_run(client, generate_run(RUN, seed=4))
     lines = await exported(client)
@@ -79,6 +83,7 @@ async def test_id_glob_and_ignored_checks(client: httpx.AsyncClient) -> None:
     assert none["quality_summary"]["run"]["artifacts"]["records"] == 0
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_time_window_on_the_last_event(client: httpx.AsyncClient) -> None:
     first = generate_run(8, seed=1, prefix="early")
     second = generate_run(8, seed=2, prefix="late")
@@ -184,6 +189,7 @@ async def test_globs_are_case_sensitive_on_both_backends(client: httpx.AsyncClie
         assert answer["selection"]["matched"] == matched, glob
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_stored_trajectories_are_canonical(client: httpx.AsyncClient) -> None:
     """The service skips re-validating a stored ng_trajectory: it is a TrajectoryRecord dump
     already, so validating and dumping it gives it back unchanged."""

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 
 from ledger.app.cli.main import main
 from tests.health.support import write_run
-from tests.support.health_run import generate_run
+from tests.support.health_run import RAISING_CHECK, generate_run
 from tests.support.views import views_caught_up
 
 
@@ -21,6 +22,7 @@ def invoke(args: list[str]) -> Result:
     return CliRunner().invoke(main, args, catch_exceptions=False)
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_health_writes_gyms_files_and_prints_a_table(
     app: FastAPI, client: httpx.AsyncClient, database_url: str, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import Connection, text
 
@@ -40,7 +41,7 @@ from ledger.gym.health.summary import summary_bytes, verdict_lines
 from ledger.log.rebuild import start_views_build
 from ledger.log.transaction import WriteTransaction
 from tests.health.support import expected_report, exported, write_run
-from tests.support.health_run import generate_run
+from tests.support.health_run import RAISING_CHECK, generate_run
 from tests.support.views import views_caught_up
 
 RUN = 60
@@ -78,6 +79,7 @@ def _records(lines: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_compact_digests_give_the_rules_files_for_every_ignored_case(
     client: httpx.AsyncClient,
 ) -> None:
@@ -113,6 +115,7 @@ def _fetched(digests: list[CompactDigest]) -> list[tuple[Any, ...]]:
     return rows
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_the_lean_pass_gives_summarises_files(client: httpx.AsyncClient) -> None:
     """Integer identities (the sort's integer key), then string tasks, stages and negative
     indices (its general key), copies and positional task indices in both, and duplicate
@@ -142,6 +145,7 @@ async def test_the_lean_pass_gives_summarises_files(client: httpx.AsyncClient) -
             assert b"".join(quick.lines) == b"".join(expected_lines), ignored
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_a_line_derived_from_the_position_takes_the_general_path(
     client: httpx.AsyncClient,
 ) -> None:
@@ -165,6 +169,7 @@ async def test_a_line_derived_from_the_position_takes_the_general_path(
     assert any(f'"rollout_id":"{position}-'.encode() in line for line in lines)
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
@@ -220,6 +225,7 @@ async def test_sql_sums_and_the_lean_pass_answer_fresh_selections(
     )
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_rows_answer_exactly_once_the_follower_caught_up(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
@@ -241,6 +247,7 @@ async def test_rows_answer_exactly_once_the_follower_caught_up(
     assert answer["quality_summary"] == latest.summary
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_a_record_newer_than_its_row_is_checked_on_read(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
@@ -315,6 +322,7 @@ async def _computed_on_read(client: httpx.AsyncClient, rollout_id: str, seq: int
     }
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_one_rollout_from_its_row_equals_the_record_checked(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:

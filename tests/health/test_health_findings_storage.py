@@ -8,6 +8,7 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
 from sqlalchemy import Connection, inspect, select, text
 
 from ledger.app.areas import default_catalogue, write_side_projectors
@@ -20,7 +21,7 @@ from ledger.log.store import LedgerStore
 from ledger.log.transaction import WriteTransaction
 from tests.cli.support import invoke
 from tests.support.health_append import append_posts
-from tests.support.health_run import PlannedRollout, generate_run
+from tests.support.health_run import RAISING_CHECK, PlannedRollout, generate_run
 
 BEFORE = "0008_follow"
 VIEWS = {"rollout_health", "rollout_health_findings", "task_health"}
@@ -61,6 +62,7 @@ def _names(conn: Connection) -> set[str]:
     return set(found.get_table_names()) | set(found.get_view_names())
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 def test_verify_checks_the_current_rows(database_url: str) -> None:
     checked = asyncio.run(_seed_and_follow(database_url, 30))
     assert checked > 0
@@ -91,6 +93,7 @@ def test_verify_counts_rows_behind_as_checked_on_read(database_url: str) -> None
     assert behind is not None and int(behind.group(1)) > 0, result.stdout
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_0009_down_and_up_with_data(empty_database_url: str) -> None:
     url = empty_database_url
     await migrate.upgrade(url)
@@ -108,6 +111,7 @@ async def test_0009_down_and_up_with_data(empty_database_url: str) -> None:
     assert await _on(url, _rows) == before
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 def test_rows_of_deleted_rollouts_are_counted_then_removed(database_url: str) -> None:
     asyncio.run(_seed_and_follow(database_url, 10))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import Connection, func, inspect, select, text
 
 from ledger.app.areas import default_catalogue, write_side_projectors
@@ -19,7 +20,7 @@ from ledger.log.tables import events
 from ledger.log.transaction import WriteTransaction
 from tests.support.databases import run_on
 from tests.support.health_append import append_posts
-from tests.support.health_run import generate_run
+from tests.support.health_run import RAISING_CHECK, generate_run
 
 BEFORE = "0013_records_key_seq_index"
 
@@ -58,6 +59,7 @@ async def _quick_answer(url: str) -> bool:
         await store.close()
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_0014_down_and_up_with_findings(empty_database_url: str) -> None:
     url = empty_database_url
     await migrate.upgrade(url)

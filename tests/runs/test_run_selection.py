@@ -10,11 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 
 from ledger.app.cli.main import main
 from tests.runs.support import PREFIX, three_runs
+from tests.support.health_run import RAISING_CHECK
 from tests.support.views import views_caught_up
 
 
@@ -34,6 +36,7 @@ async def _get(client: httpx.AsyncClient, path: str, **params: str) -> dict[str,
     return body
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_a_run_label_selects_exactly_that_runs_rollouts(client: httpx.AsyncClient) -> None:
     runs = await three_runs(client)
     for run in ("grpo-a", "grpo-b"):
@@ -67,6 +70,7 @@ async def test_a_run_label_selects_exactly_that_runs_rollouts(client: httpx.Asyn
     assert none["selection"]["matched"] == 0
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_run_combines_with_glob_task_and_window(client: httpx.AsyncClient) -> None:
     runs = await three_runs(client)
     for params, glob in (
@@ -92,6 +96,7 @@ async def test_run_combines_with_glob_task_and_window(client: httpx.AsyncClient)
     assert window["selection"]["matched"] == len(runs["grpo-a"])
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_the_cli_selects_by_run(
     app: FastAPI, client: httpx.AsyncClient, database_url: str
 ) -> None:

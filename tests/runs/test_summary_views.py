@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from ledger.areas.health.selection import superseded_attempts
 from ledger.gym.ids import split_transport_rollout_id
 from tests.runs.support import PREFIX, rows, three_runs
+from tests.support.health_run import RAISING_CHECK
 
 TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
 
@@ -61,6 +62,7 @@ def _assert_matches_perf_summary(row: dict[str, Any], answer: dict[str, Any]) ->
         assert row["mean_latency_ms"] is None
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_task_summary_equals_perf_summary_and_a_direct_count(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
@@ -91,6 +93,7 @@ async def test_task_summary_equals_perf_summary_and_a_direct_count(
         assert row["num_turns"] == (sum(turns) if turns else None)
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_run_summary_equals_perf_summary(client: httpx.AsyncClient, app: FastAPI) -> None:
     runs = await three_runs(client)
     summary = {row["run_label"]: row for row in await rows(app, "SELECT * FROM run_summary")}
@@ -112,6 +115,7 @@ async def test_run_summary_equals_perf_summary(client: httpx.AsyncClient, app: F
 ODD_IDS = ["x-a01", "x-a2", "a-a", "q-a", "9-a12", "t-ab3", "a-a-a3", "z-a0", "n-a7x", "m-a1-a1"]
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_rollout_summary_attempts_follow_the_selection_rule(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:

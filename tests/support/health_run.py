@@ -14,6 +14,9 @@ from typing import Any
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
 JUDGE = {"type": "responses_api_models", "name": "judge"}
+# The check a generated run makes raise on purpose (a ``runaway_chat`` rollout): a test that
+# checks such a run says so with ``pytest.mark.health_check_errors(RAISING_CHECK)``.
+RAISING_CHECK = "model_call_runaway_generation"
 
 
 @dataclass
@@ -165,7 +168,8 @@ def _draw(rng: random.Random, r: _Rollout) -> dict[str, Any]:
             }
         )
     elif kind == "runaway_chat":
-        # A chat response whose message is a bare string: Gym's runaway check raises on it.
+        # A chat response whose message is a bare string: Gym's runaway check raises on it
+        # (RAISING_CHECK).
         r.call(
             response={
                 "id": f"resp-{r.rollout_id}-y",

@@ -11,11 +11,12 @@ import re
 from collections import Counter
 
 import httpx
+import pytest
 
 from ledger.areas.viewer.health_words import ROLLOUT_CHECKS
 from ledger.gym.health.catalogue import ROLLOUT_CHECKS as GYM_ROLLOUT_CHECKS
 from tests.health.support import write_run
-from tests.support.health_run import generate_run
+from tests.support.health_run import RAISING_CHECK, generate_run
 
 RUN = 60
 
@@ -49,6 +50,7 @@ def test_the_viewer_names_gyms_rollout_checks() -> None:
     assert ROLLOUT_CHECKS == GYM_ROLLOUT_CHECKS
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_run_level_table_agrees_with_v1_health(client: httpx.AsyncClient) -> None:
     await write_run(client, generate_run(RUN, seed=4))
     page = await client.get("/ui/")
@@ -80,6 +82,7 @@ async def test_run_level_table_agrees_with_v1_health(client: httpx.AsyncClient) 
     assert page.text.count('id="unobserved-note"') == 1
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_rows_name_their_checks_and_the_check_filter(client: httpx.AsyncClient) -> None:
     await write_run(client, generate_run(RUN, seed=4))
     page = (await client.get("/ui/?limit=200")).text
@@ -106,6 +109,7 @@ async def test_rows_name_their_checks_and_the_check_filter(client: httpx.AsyncCl
     assert ">unobserved<" not in page
 
 
+@pytest.mark.health_check_errors(RAISING_CHECK)
 async def test_tasks_table_counts_unhealthy_latest_attempts(client: httpx.AsyncClient) -> None:
     await write_run(client, generate_run(RUN, seed=4))
     page = (await client.get("/ui/")).text
