@@ -44,6 +44,11 @@ def test_missing_token_counts_lists_what_is_missing_in_order() -> None:
         {"missing": ["prompt_tokens"]},
         {"missing": ["prompt_tokens", "completion_tokens"]},
     ]
+    # Each finding names its own call.
+    assert [f["locator"] for f in found(rec, "model_call_missing_token_counts")] == [
+        {"call_id": "a"},
+        {"call_id": "b"},
+    ]
 
 
 def test_failed_call_and_terminal_flag() -> None:
@@ -109,6 +114,43 @@ def test_ended_on_failure_needs_start_times_when_a_chain_mixes_outcomes() -> Non
     assert digest(rec).ended_on_error is False
     every = record(calls=[model_call("a", status=500, started=None), model_call("b", status=502)])
     assert found(every, "rollout_ended_on_failed_model_call")[0]["detail"]["observed_calls"] == 2
+
+
+def test_a_long_chain_mixing_outcomes_is_judged_by_its_last_call_in_time() -> None:
+    """Four calls to one model, failures and successes alternating, listed out of time order:
+    the chain ended on a failure (the latest start), which the finding locates; the same
+    outcomes ending on a success find nothing."""
+    rec = record(
+        calls=[
+            model_call("p4", status=502, started=4.0),
+            model_call("p1", started=1.0),
+            model_call("p3", started=3.0),
+            model_call("p2", status=500, started=2.0),
+        ]
+    )
+    assert found(rec, "rollout_ended_on_failed_model_call") == [
+        {
+            "check": "rollout_ended_on_failed_model_call",
+            "locator": {"call_id": "p4"},
+            "detail": {
+                "model_ref": "responses_api_models/policy",
+                "status": 502,
+                "error_category": None,
+                "observed_calls": 4,
+                "successful_calls": 2,
+            },
+        }
+    ]
+    assert digest(rec).ended_on_error is True
+    recovered = record(
+        calls=[
+            model_call("p1", status=500, started=1.0),
+            model_call("p2", status=503, started=2.0),
+            model_call("p3", started=3.0),
+        ]
+    )
+    assert found(recovered, "rollout_ended_on_failed_model_call") == []
+    assert digest(recovered).ended_on_error is False
 
 
 def test_ended_on_failure_for_calls_without_model_ref_and_id() -> None:
