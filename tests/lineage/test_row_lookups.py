@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import Select
@@ -19,7 +20,7 @@ from ledger.areas.lineage import queries
 from tests.lineage.rows import committed_row
 
 
-def query_plan(database: Path, statement: Select[object]) -> str:
+def query_plan(database: Path, statement: Select[Any]) -> str:
     sql = str(
         statement.compile(dialect=sqlite_dialect.dialect(), compile_kwargs={"literal_binds": True})
     )
