@@ -50,10 +50,16 @@ def database_path(url: str) -> str:
     return path
 
 
-def bare_app(path: str) -> Starlette:
+def durable_connection(path: str) -> sqlite3.Connection:
+    """One connection for the event loop's thread: WAL, each commit synced (``FULL``)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def bare_app(path: str) -> Starlette:
+    conn = durable_connection(path)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS bare_captures"
         " (id INTEGER PRIMARY KEY, rollout_id TEXT NOT NULL, exchange TEXT NOT NULL)"
@@ -82,9 +88,7 @@ def bare_app(path: str) -> Starlette:
 
 
 def lineage_app(path: str) -> Starlette:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn = durable_connection(path)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS bare_rows (seq INTEGER PRIMARY KEY,"
         " rollout_id TEXT NOT NULL, fingerprint TEXT, row TEXT NOT NULL)"
@@ -111,9 +115,6 @@ def lineage_app(path: str) -> Starlette:
         ).fetchall()
         rows = [{"seq": seq, "row": orjson.loads(text)} for seq, text in found]
         return json_response({"rollout_id": rollout_id, "generation": 0, "rows": rows})
-
-    async def healthz(_request: Request) -> Response:
-        return json_response({"status": "ok"})
 
     return Starlette(
         routes=[
@@ -143,12 +144,12 @@ def noop_app() -> Starlette:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+async def healthz(_request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
 def capture_app(single: Handler, batch: Handler) -> Starlette:
     """The capture routes the benchmark's clients call, and /healthz (the lean leg's too)."""
-
-    async def healthz(_request: Request) -> Response:
-        return json_response({"status": "ok"})
-
     return Starlette(
         routes=[
             Route("/healthz", healthz),
