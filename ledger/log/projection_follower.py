@@ -468,8 +468,10 @@ class ProjectionFollower:
                 log.exception("projection follower step failed; retrying")
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue
-            if applied >= self._page_events:
-                continue  # a full page: more are likely waiting
+            if applied >= self._page_events or (applied and progress.building is not None):
+                # A full page: more are likely waiting. While a build runs, a step may have
+                # given the live views their turn (a short page): the build goes on at once.
+                continue
             # At the head as of the page read: the next look, or sooner if a reader asks.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._asked.wait(), self._look_every_s)
