@@ -468,9 +468,12 @@ class ProjectionFollower:
                 log.exception("projection follower step failed; retrying")
                 await self._pause(RETRY_AFTER_FAILURE_S)
                 continue
-            if applied >= self._page_events or (applied and progress.building is not None):
+            if applied >= self._page_events or (
+                applied and (progress.building is not None or progress.retired)
+            ):
                 # A full page: more are likely waiting. While a build runs, a step may have
-                # given the live views their turn (a short page): the build goes on at once.
+                # given the live views their turn (a short page): the build goes on at once;
+                # while a retired build's tables are left, their next turn comes as before.
                 continue
             # At the head as of the page read: the next look, or sooner if a reader asks.
             with contextlib.suppress(TimeoutError):

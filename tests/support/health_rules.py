@@ -5,7 +5,7 @@ A check that raises becomes a ``check_execution_error`` finding and its check is
 every "no finding" assertion while the rule they test is crashing: a mutation audit found most
 of its surviving mutants that way. ``watch_rules`` wraps each rule of ``RULES`` (the dict the
 evaluation reads) to note what it raised; the fixture in tests/conftest.py fails the test with
-that list unless it is marked ``health_check_errors``.
+that list unless it is marked ``health_check_errors`` naming the check that raised.
 """
 
 from __future__ import annotations
